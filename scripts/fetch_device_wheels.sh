@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run HERE (the machine with registry access): puts into .whl/ every wheel the GPU machine lacks
+# (Python 3.12, x86-64, no registry) plus a fresh wheel of perflab itself. Carry `.whl` to the device
+# and source scripts/device_env.sh there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+mkdir -p .whl
+rm -f .whl/perflab-*.whl
+PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+# Missing on the GPU image (checked against KINDS.md's package list): orjson, msgspec, platformdirs.
+# Extra wheels (torchao, gemlite, ncu-report ...) are appended by the issues that need them.
+for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" ${PERFLAB_EXTRA_WHEELS:-}; do
+  name="${spec%%==*}"
+  if ! ls .whl/ | grep -qi "^${name//-/_}-"; then
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      "${PLAT[@]}" -d .whl "$spec" || python3 -m pip download -q --no-deps --only-binary=:all: \
+      --python-version 3.12 -d .whl "$spec"
+  fi
+done
+python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl . 2>/dev/null || python3 -m pip wheel -q --no-deps -w .whl .
+ls -la .whl

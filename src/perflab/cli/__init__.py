@@ -1,0 +1,1 @@
+"""Command-line front ends: parse, call the library, render. No analysis logic here."""

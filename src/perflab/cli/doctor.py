@@ -1,0 +1,6 @@
+"""perflab CLI: doctor commands (placeholder until its issue lands)."""
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

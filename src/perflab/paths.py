@@ -1,0 +1,23 @@
+"""Where perflab keeps user data (progress, ceilings, run history)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def user_data_dir() -> Path:
+    """The platform's user data dir, overridable with PERFLAB_HOME (tests use it)."""
+    override = os.environ.get("PERFLAB_HOME")
+    if override:
+        path = Path(override)
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_data_dir("perflab", appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def workspace_dir() -> Path:
+    """The learner's workspace: ./perflab-work, overridable with PERFLAB_WORK."""
+    return Path(os.environ.get("PERFLAB_WORK", "perflab-work"))
