@@ -4,6 +4,7 @@
 # and source scripts/device_env.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p .git/info
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 mkdir -p .whl
 rm -f .whl/perflab-*.whl

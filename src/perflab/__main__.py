@@ -10,7 +10,7 @@ import typer
 from perflab.errors import PerflabError
 
 # Each module adds its commands to the app; adding a module here adds its commands.
-COMMAND_MODULES = ("puzzles", "doctor", "kernels")
+COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit")
 
 
 def build_app() -> typer.Typer:
@@ -44,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # typer.Exit and friends
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except Exception as exc:  # click usage errors and anything unexpected: one line, not a traceback
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            return exc.exit_code
-        if isinstance(exc, click.ClickException):
+        # typer may vendor its own click (typer._click), so recognise click's exceptions by name.
+        kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if "Exit" in kinds:
+            return int(getattr(exc, "exit_code", 0) or 0)
+        if "ClickException" in kinds:
             exc.show()
             return 2
-        if isinstance(exc, click.exceptions.Abort):
+        if "Abort" in kinds:
             print("perflab: aborted", file=sys.stderr)
             return 1
         if debug or os.environ.get("PERFLAB_DEBUG"):

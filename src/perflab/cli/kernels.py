@@ -1,6 +1,111 @@
-"""perflab CLI: kernels commands (placeholder until its issue lands)."""
+"""perflab CLI: kernel-level tools — `ncu` (profile + doctor), `bench` (ceilings), `roofline`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
 
+def _print_report(report, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+        return
+    console = Console()
+    console.print(f"[bold]{report.verdict}[/bold]")
+    table = Table("kernel", "finding", "severity", "gain %", "evidence", "fix", show_lines=True)
+    for f in report.findings:
+        ev = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items()
+                       if k not in ("kernel", "kernel_gain_pct", "measured_by", "roof") and v is not None)
+        table.add_row(str(f.evidence.get("kernel", ""))[:48], f.id, f.severity, f"{f.gain_pct:.0f}", ev[:240], f.fix)
+    console.print(table)
+
+
+def ncu(
+    program: Optional[List[str]] = typer.Argument(None, help="the program to profile, after `--`"),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="regex of the kernel names to profile"),
+    section_set: str = typer.Option("full", "--set", help="ncu section set (full, detailed, basic, roofline)"),
+    launch_count: int = typer.Option(3, "--launch-count", "-c", help="kernel launches to profile"),
+    launch_skip: int = typer.Option(0, "--launch-skip", "-s", help="matching launches to skip first"),
+    out: Path = typer.Option(Path("perflab-ncu"), "--out", "-o", help="folder for the .ncu-rep and .csv"),
+    name: Optional[str] = typer.Option(None, "--name", help="report file name (default: the script's name)"),
+    as_json: bool = typer.Option(False, "--json", help="print the doctor's report as JSON"),
+) -> None:
+    """Profile a program under Nsight Compute (--clock-control none), export the raw CSV, run the doctor."""
+    from perflab.doctor.ncu import diagnose_ncu
+    from perflab.toolkit.ncu_runner import profile
+
+    run = profile(list(program or []), out_dir=out, name=name, kernel=kernel, section_set=section_set,
+                  launch_count=launch_count, launch_skip=launch_skip)
+    if not as_json:
+        typer.echo(f"wrote {run.report} and {run.csv}")
+    _print_report(diagnose_ncu(run.report), as_json)
+
+
+def bench(
+    quick: bool = typer.Option(False, "--quick", help="smaller sizes, fewer repeats (under 30 s)"),
+    as_json: bool = typer.Option(False, "--json", help="print the ceilings as JSON"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the JSON here"),
+) -> None:
+    """Measure this machine's ceilings and save them (user data dir, ceilings.json) for the roofline."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perflab.toolkit.bench import run_bench, save_ceilings, table_rows
+
+    console = Console(stderr=True)
+    data = run_bench(quick=quick, progress=None if as_json else (lambda m: console.print(f"[dim]measuring {m}[/dim]")))
+    path = save_ceilings(data)
+    if out:
+        save_ceilings(data, out)
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    m = data["manifest"]
+    table = Table("ceiling", "value", "how", title=f"{m['gpu']} — driver {m.get('driver')}, torch {m['torch']}, "
+                  f"{m['date']} ({m['mode']}, {m['seconds']} s)")
+    for row in table_rows(data):
+        table.add_row(*row)
+    Console().print(table)
+    typer.echo(f"saved {path}")
+
+
+def roofline(
+    report: Path = typer.Argument(..., help="an .ncu-rep file or its raw-page CSV export"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the figure (.png, .svg, .pdf or .html)"),
+    ceilings: Optional[Path] = typer.Option(None, "--ceilings", help="ceilings JSON (default: the saved bench)"),
+    as_json: bool = typer.Option(False, "--json", help="print the roofline points as JSON"),
+) -> None:
+    """Place each kernel of a report on the roofline of the measured (or datasheet) ceilings."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perflab.analysis.roofline import roofline_for_report
+
+    model = roofline_for_report(report, ceilings_path=ceilings)
+    if out:
+        from perflab.report.roofline_plot import save_roofline
+
+        save_roofline(model, out)
+    if as_json:
+        print(json.dumps(model.to_dict(), indent=2))
+        return
+    table = Table("kernel", "FLOP/byte", "TFLOP/s", "GB/s", "roof", "bound", "% of roof",
+                  title=f"roofline — ceilings: {model.ceilings_source}")
+    for p in model.points:
+        table.add_row(p.name[:60], f"{p.intensity:.2f}" if p.intensity is not None else "-",
+                      f"{p.flops_per_s / 1e12:.2f}", f"{p.dram_bytes_per_s / 1e9:.0f}", p.roof, p.bound,
+                      f"{p.pct_of_roof:.0f}")
+    Console().print(table)
+    if out:
+        typer.echo(f"wrote {out}")
+
+
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("ncu", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(ncu)
+    app.command("bench")(bench)
+    app.command("roofline")(roofline)

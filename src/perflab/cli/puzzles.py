@@ -1,6 +1,322 @@
-"""perflab CLI: puzzles commands (placeholder until its issue lands)."""
+"""perflab CLI: the puzzles (list, show, run, start, answer, check, hint, solution, progress).
+
+Exit codes: 0 ok; 1 a wrong answer or a failed check; 2 bad input, unknown puzzle, no GPU where one is needed.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, List, Optional
+
 import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from perflab.errors import PerflabError
+from perflab.puzzles import catalog, progress, questions, replay, runner, workspace
+from perflab.puzzles.spec import Puzzle, display_path
+from perflab.report import summary as render
+
+VARIANTS = ("slow", "solution", "mine")
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _fail(code: int = 1) -> None:
+    # SystemExit, not typer.Exit: the entry point returns SystemExit codes as the exit status.
+    raise SystemExit(code)
+
+
+def _confirm(question: str) -> bool:
+    """Yes/no on stdin; no answer (end of input) is a no."""
+    try:
+        return typer.confirm(question, default=False)
+    except (typer.Abort, EOFError):
+        print()
+        return False
+
+
+def _gpu_words(p: Puzzle) -> str:
+    if not p.requirements.gpu:
+        return "no (CPU ok)"
+    return f"yes (cc ≥ {p.requirements.min_cc})" if p.requirements.min_cc else "yes"
+
+
+def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles tagged with this taxonomy id"),
+             as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.list/1)")) -> None:
+    """The catalog in curriculum order."""
+    puzzles = catalog.load_catalog()
+    if tag:
+        puzzles = catalog.with_tag(puzzles, tag)
+    with progress.ProgressDB() as db:
+        statuses = db.statuses()
+    rows = [(p, statuses.get(p.id, progress.PuzzleStatus(p.id)).label(p.question_keys)) for p in puzzles]
+    if as_json:
+        print(json.dumps({"schema": "perflab.list/1", "puzzles": [
+            {"id": p.id, "title": p.title, "level": p.level, "order": p.order, "taxonomy": list(p.taxonomy),
+             "gpu": p.requirements.gpu, "status": status} for p, status in rows]}, indent=2))
+        return
+    t = Table(show_edge=False)
+    for col in ("#", "id", "title", "level", "taxonomy", "GPU", "status"):
+        t.add_column(col)
+    for i, (p, status) in enumerate(rows, 1):
+        t.add_row(str(i), p.id, p.title, str(p.level), ", ".join(p.taxonomy), _gpu_words(p), status or "-")
+    console = _console()
+    console.print(t if rows else Text(f"no puzzles{' tagged ' + tag if tag else ''}"))
+
+
+def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """The story, the question, and which tool to use and what to look at."""
+    p = catalog.get(puzzle_id)
+    console = _console()
+    console.print(Text(f"{p.title}  [{p.id}, level {p.level}]", style="bold"))
+    if p.prerequisites:
+        console.print(f"after: {', '.join(p.prerequisites)}")
+    console.print(Markdown(p.story.strip()))
+    console.print(Text.assemble(("\nQuestion: ", "bold"), p.question.strip()))
+    console.print(Text.assemble(("Look at: ", "bold"), p.look_at.strip(), f"  (tools: {', '.join(p.tools) or '-'})"))
+    console.print(Text.assemble(("Runs on: ", "bold"), "a CUDA GPU" if p.requirements.gpu else "a GPU or the CPU",
+                                "; without one, `run` replays the recorded evidence"))
+    if p.questions:
+        console.print(Text("\nDiagnosis (graded against the recorded evidence):", style="bold"))
+        for q in p.questions:
+            console.print(f"  {q.key} ({q.type}): {q.prompt}")
+    console.print(f"\nNext: perflab run {p.id} · perflab hint {p.id} · perflab answer {p.id} · perflab start {p.id}")
+
+
+def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+            variant: str = typer.Option("slow", "--variant", help="slow | solution | mine (your fix.py)"),
+            replay_: bool = typer.Option(False, "--replay", help="show the shipped recording even on a GPU"),
+            steps: Optional[int] = typer.Option(None, "--steps", min=1, help="profiled steps (default: puzzle's)"),
+            fix: Optional[Path] = typer.Option(None, "--fix", help="the file for --variant mine"),
+            as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.run/1)")) -> None:
+    """Profile a variant and print its evidence summary (a replay of the recording without a GPU)."""
+    p = catalog.get(puzzle_id)
+    if variant not in VARIANTS:
+        raise PerflabError(f"unknown variant {variant!r}: use slow, solution or mine")
+    console = _console()
+    o = _with_progress(console, f"profiling {p.id} ({variant})", lambda on_step: runner.run_or_replay(
+        p, variant, force_replay=replay_, steps=steps, fix=fix, on_step=on_step))
+    summary = o.evidence.summary(variant)
+    folder = str(o.folder) if o.folder else None
+    with progress.ProgressDB() as db:
+        db.add_run(p.id, variant, o.mode, folder, summary.get("step_time_ms"))
+    if as_json:
+        print(json.dumps({"schema": "perflab.run/1", "puzzle": p.id, "variant": variant, "mode": o.mode,
+                          "label": o.label, "path": folder, "manifest": o.manifest, "summary": summary,
+                          "measurements": o.measurements}, indent=2))
+        return
+    if o.why_replay:
+        console.print(f"(no live run here: {o.why_replay}; showing the shipped recording)", style="dim")
+    console.print(render.render_summary(summary, title=f"{p.title} — {variant}", label=o.label,
+                                        measurements=o.measurements))
+    if o.folder:
+        trace = display_path(o.evidence.trace_path(variant))
+        console.print(f"artifacts: {display_path(o.folder)}  (perflab doctor {trace})")
+
+
+def _with_progress(console: Console, description: str, work: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(description, total=None)
+        return work(lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def start_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Copy the starter into ./perflab-work/ID/fix.py (never overwrites)."""
+    p = catalog.get(puzzle_id)
+    path, created = workspace.start(p)
+    if created:
+        with progress.ProgressDB() as db:
+            db.add_event(p.id, "start")
+        print(f"wrote {display_path(path)}: edit it, then `perflab check {p.id}`")
+    else:
+        print(f"{display_path(path)} already exists; left as it is (delete it to start over)")
+
+
+def _parse_answers(p: Puzzle, pairs: List[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise PerflabError(f"--answer {pair!r} must be KEY=VALUE (keys: {', '.join(p.question_keys)})")
+        questions.normalize(p.find_question(key.strip()), value)  # unknown key or bad value: exit 2 before grading
+        out[key.strip()] = value
+    return out
+
+
+def _ask(q: Any) -> str:
+    from rich.prompt import Prompt
+
+    try:
+        return Prompt.ask(f"[bold]{q.key}[/bold]: {q.prompt}", choices=list(q.choices) or None)
+    except EOFError:
+        raise PerflabError("no answer on stdin: give answers with --answer KEY=VALUE") from None
+
+
+def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+               answer: Optional[List[str]] = typer.Option(None, "--answer", "-a",
+                                                          help="KEY=VALUE (repeatable); without it, asks")) -> None:
+    """Answer the diagnosis questions; graded against values computed from the recorded evidence."""
+    p = catalog.get(puzzle_id)
+    if not p.questions:
+        raise PerflabError(f"{p.id} has no diagnosis questions")
+    given = _parse_answers(p, answer or [])
+    ev = replay.recording(p)
+    console = _console()
+    grades = []
+    for q in p.questions:
+        if given and q.key not in given:
+            continue
+        computed = questions.compute(q, ev)
+        while True:
+            raw = given[q.key] if given else _ask(q)
+            try:
+                grades.append(questions.grade(q, raw, computed))
+                break
+            except PerflabError as exc:
+                if given:
+                    raise
+                console.print(f"[red]{exc}[/red]")
+    with progress.ProgressDB() as db:
+        for g in grades:
+            db.add_event(p.id, "answer", g.key, g.given, g.correct)
+    for g in grades:
+        _render_grade(console, g)
+    right = sum(g.correct for g in grades)
+    console.print(f"{right}/{len(grades)} right (graded against the recording made on "
+                  f"{ev.manifest().get('gpu') or 'the recording GPU'})")
+    if right < len(grades):
+        _fail(1)
+
+
+def _render_grade(console: Console, g: questions.Grade) -> None:
+    expected = render.fmt_num(g.expected)
+    if g.correct:
+        console.print(Text.assemble(("✓ ", "green"), f"{g.key}: {g.given}  (computed: {render.short(expected)})"))
+        return
+    console.print(Text.assemble(("✗ ", "red"), f"{g.key}: {g.given} — the evidence says {render.short(expected)}"))
+    if g.note:
+        console.print(f"  {g.note}")
+    console.print(render.evidence_table(g.computed.evidence, g.computed.source))
+
+
+def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+              fix: Optional[Path] = typer.Option(None, "--fix", help="default: ./perflab-work/ID/fix.py"),
+              seed: Optional[int] = typer.Option(None, "--seed", help="input seed (default: fresh random)"),
+              as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.check/1)")) -> None:
+    """Check a fix: correct on fresh inputs, faster (95 % CI above the bar), planted finding gone."""
+    from perflab.puzzles import checker
+
+    p = catalog.get(puzzle_id)
+    device = runner.require_device(p, "perflab check")
+    fix_path = workspace.variant_source(p, "mine", fix)
+    console = _console()
+    out = workspace.new_run_dir(p, "check")
+    with console.status(f"checking {display_path(fix_path)}") as status:
+        result = checker.check(p, fix_path, out, device=device, seed=seed,
+                               on_phase=lambda name: status.update(f"checking {display_path(fix_path)}: {name}"))
+    detail = result.to_dict()
+    runner.write_json(out / "check.json", detail)
+    with progress.ProgressDB() as db:
+        # The timing samples stay in the run folder's check.json, out of the database.
+        db.add_event(p.id, "check", ok=result.passed,
+                     detail={k: v for k, v in detail.items() if k not in ("slow", "fixed")})
+    if as_json:
+        print(json.dumps({"schema": "perflab.check/1", **detail}, indent=2))
+    else:
+        _render_check(console, p, result)
+    if not result.passed:
+        _fail(1)
+
+
+def _render_check(console: Console, p: Puzzle, r: Any) -> None:
+    def mark(ok: bool) -> tuple[str, str]:
+        return ("✓ ", "green") if ok else ("✗ ", "red")
+
+    c = r.correctness
+    console.print(Text.assemble(mark(c.ok), f"correct on fresh inputs (seed {c.seed}, {r.device})",
+                                f": {c.message}" if c.message else ""))
+    if r.speed:
+        s = r.speed
+        console.print(Text.assemble(mark(s.passed), f"speed-up {s.point:.2f}× (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}, "
+                                    f"bar {s.bar:.2f}×; slow {render.fmt_num(r.slow['median_ms'])} ms, "
+                                    f"fix {render.fmt_num(r.fixed['median_ms'])} ms, n={s.n})"))
+    if r.evidence:
+        e = r.evidence
+        console.print(Text.assemble(mark(e.ok), f"planted finding {e.planted} "
+                                    f"{'gone' if e.ok else 'still there'} (doctor: {', '.join(e.found) or 'nothing'})"))
+    console.print(Text("PASS" if r.passed else "FAIL", style="bold green" if r.passed else "bold red"))
+
+
+def hint_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+             n: Optional[int] = typer.Argument(None, help="which hint (default: the next one)")) -> None:
+    """Hints in order, from the timeline to the cause."""
+    p = catalog.get(puzzle_id)
+    if not p.hints:
+        raise PerflabError(f"{p.id} has no hints")
+    with progress.ProgressDB() as db:
+        seen = db.hints_seen(p.id)
+        k = n if n is not None else min(seen + 1, len(p.hints))
+        if not 1 <= k <= len(p.hints):
+            raise PerflabError(f"{p.id} has hints 1..{len(p.hints)}")
+        db.add_event(p.id, "hint", str(k))
+    print(f"hint {k}/{len(p.hints)}: {p.hints[k - 1].strip()}")
+    if n is None and seen >= len(p.hints):
+        print("(that is the last hint; `perflab solution` shows the fix)")
+
+
+def solution_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+                 yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before spoiling")) -> None:
+    """Print the solution (asks first)."""
+    p = catalog.get(puzzle_id)
+    if not yes and not _confirm(f"Show the solution of {p.id}? It spoils the puzzle"):
+        print("not shown")
+        return
+    with progress.ProgressDB() as db:
+        db.add_event(p.id, "solution")
+    print(f"# {display_path(p.file('solution'))}")
+    print(p.file("solution").read_text(encoding="utf-8"), end="")
+
+
+def progress_cmd(reset: bool = typer.Option(False, "--reset", help="erase all progress and run history"),
+                 yes: bool = typer.Option(False, "--yes", "-y", help="with --reset: do not ask")) -> None:
+    """What you solved: answers, hints, checks, runs."""
+    if reset:
+        if not yes and not _confirm("Erase all progress and run history?"):
+            print("kept")
+            return
+        with progress.ProgressDB() as db:
+            db.reset()
+        print("progress erased")
+        return
+    puzzles = catalog.load_catalog()
+    with progress.ProgressDB() as db:
+        statuses = db.statuses()
+    t = Table(show_edge=False)
+    for col in ("id", "answered", "hints", "check", "runs", "status"):
+        t.add_column(col)
+    for p in puzzles:
+        st = statuses.get(p.id, progress.PuzzleStatus(p.id))
+        answered = f"{len(st.right & set(p.question_keys))}/{len(p.questions)}"
+        check = "passed" if st.checked else (f"{st.checks} failed" if st.checks else "-")
+        t.add_row(p.id, answered, f"{st.hints}/{len(p.hints)}", check, str(st.runs), st.label(p.question_keys) or "-")
+    _console().print(t)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("list")(list_cmd)
+    app.command("show")(show_cmd)
+    app.command("run")(run_cmd)
+    app.command("start")(start_cmd)
+    app.command("answer")(answer_cmd)
+    app.command("check")(check_cmd)
+    app.command("hint")(hint_cmd)
+    app.command("solution")(solution_cmd)
+    app.command("progress")(progress_cmd)

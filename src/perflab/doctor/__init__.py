@@ -1,1 +1,118 @@
+"""The doctor: recognize an artifact, run the rules for its kind, rank the findings.
 
+    from perflab.doctor import diagnose
+    report = diagnose("trace.json.gz")          # or a folder of per-rank traces, or a Trace
+    report.top.id, report.to_dict()
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from perflab.doctor.finding import Finding, Report
+from perflab.doctor.finding import rank as rank_findings
+from perflab.errors import PerflabError, UnreadableInput
+from perflab.trace import sniff
+from perflab.trace.model import Trace
+
+__all__ = ["diagnose", "diagnose_trace", "Report", "Finding"]
+
+_OTHER_READERS = {
+    sniff.NCU: ("perflab.doctor.ncu", "diagnose_ncu", "Nsight Compute"),
+    sniff.NCU_CSV: ("perflab.doctor.ncu", "diagnose_ncu", "Nsight Compute"),
+    sniff.MEMORY: ("perflab.doctor.memory", "diagnose_memory", "memory snapshot"),
+}
+
+
+def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step: int | None = None) -> Report:
+    """Diagnose a Kineto trace (file, folder of ranks, or loaded Trace), an ncu report or a memory snapshot."""
+    if isinstance(path_or_trace, Trace):
+        return diagnose_trace([path_or_trace], rank=rank, step=step)
+    path = Path(path_or_trace)
+    kind = sniff.sniff(path)
+    if kind in _OTHER_READERS:
+        return _dispatch(kind, path)
+    if kind == sniff.UNKNOWN:
+        raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Compute report or a memory snapshot")
+    from perflab.trace.kineto import load_ranks
+
+    return diagnose_trace(load_ranks(path), rank=rank, step=step)
+
+
+def _dispatch(kind: str, path: Path) -> Report:
+    module_name, func, what = _OTHER_READERS[kind]
+    try:
+        module = importlib.import_module(module_name)
+        reader = getattr(module, func)
+    except (ImportError, AttributeError):
+        raise PerflabError(f"{path} is a {what} file, but the {what} reader is not available yet") from None
+    return reader(path)
+
+
+def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
+    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.windows import gpu_rows
+    from perflab.doctor.context import Context
+    from perflab.doctor.registry import run_rules
+    from perflab.doctor.rules.system import healthy
+
+    trace = _pick_rank(traces, rank)
+    ctx = Context.build(trace, step=step, ranks=traces)
+    source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
+              "ranks": [t.rank for t in traces], "rank": trace.rank,
+              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps)}}
+    if gpu_rows(trace).size == 0:
+        return Report(source=source, verdict="No GPU activity in this trace (a CPU-only profile): nothing for the "
+                      "GPU doctor to diagnose.", findings=[], analyses={"summary": ctx.summary})
+    findings = rank_findings(run_rules(ctx))
+    findings += healthy(ctx, findings)
+    analyses = {
+        "summary": ctx.summary,
+        "idle": ctx.gaps.to_dict(),
+        "launches": ctx.launches,
+        "kernels": ctx.kernels,
+        "copies": ctx.copies,
+        "syncs": ctx.syncs,
+        "overlap": ctx.overlap,
+        "busy": ctx.busy,
+        "hta": {"temporal_breakdown": temporal_breakdown(traces),
+                "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
+    }
+    return Report(source=source, verdict=_verdict(findings), findings=findings, analyses=_plain(analyses))
+
+
+def _pick_rank(traces: list[Trace], rank: int | None) -> Trace:
+    if rank is None:
+        return traces[0]
+    for t in traces:
+        if t.rank == rank:
+            return t
+    raise PerflabError(f"no trace for rank {rank} (ranks: {', '.join(str(t.rank) for t in traces)})")
+
+
+def _verdict(findings: list[Finding]) -> str:
+    if not findings:
+        return "Nothing to report."
+    top = findings[0]
+    text = top.summary or top.id
+    others = [f.id for f in findings[1:] if f.severity in ("high", "medium")]
+    if others:
+        text += f" Also: {', '.join(others)}."
+    return text
+
+
+def _plain(value):
+    """numpy scalars and arrays -> plain Python, so the report serializes as JSON."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value

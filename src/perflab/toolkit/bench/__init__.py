@@ -1,1 +1,115 @@
+"""`perflab bench`: the machine's ceilings (bandwidths, matmul rates, latencies), saved with a manifest.
 
+`run_bench(quick)` measures; `save_ceilings` / `load_ceilings` keep them in
+`perflab.paths.user_data_dir()/ceilings.json`, where the roofline finds them.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from perflab.errors import NeedsGPU, PerflabError
+
+SCHEMA = "perflab.ceilings/1"
+CEILINGS_FILE = "ceilings.json"
+
+
+def require_gpu() -> None:
+    try:
+        import torch
+    except ImportError:
+        raise NeedsGPU("perflab bench needs PyTorch with CUDA and an NVIDIA GPU: pip install torch") from None
+    if not torch.cuda.is_available():
+        raise NeedsGPU("perflab bench needs an NVIDIA GPU and none is visible (torch.cuda.is_available() is False)")
+
+
+def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None,
+              disk_dir: Path | None = None) -> dict:
+    """Measure every ceiling; one failing measurement is recorded as {"error": ...}, not raised."""
+    require_gpu()
+    from perflab.paths import user_data_dir
+    from perflab.toolkit.bench import suite
+    from perflab.toolkit.bench.manifest import manifest
+
+    plan = suite.QUICK if quick else suite.FULL
+    say = progress or (lambda _msg: None)
+    results: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    man = manifest("quick" if quick else "full")
+
+    def attempt(label: str, fn: Callable[[], dict], many: bool = False) -> None:
+        say(label)
+        try:
+            got = fn()
+            results.update(got if many else {label: got})
+        except Exception as exc:
+            results[label] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+
+    kernels = None
+    try:
+        kernels = suite.CupyKernels()
+    except Exception as exc:
+        for key in ("dram_copy", "dram_read_smem", "l2_read", "launch_latency"):
+            results[key] = {"error": f"custom kernels unavailable (CuPy): {type(exc).__name__}: {exc}"[:240]}
+    if kernels is not None:
+        attempt("dram_copy", lambda: suite.dram_copy(kernels, plan))
+        attempt("dram_read_smem", lambda: suite.dram_read_smem(kernels, plan))
+        attempt("l2_read", lambda: suite.l2_read(kernels, plan))
+        attempt("launch_latency", lambda: suite.launch_latency(kernels, plan))
+    attempt("torch_launch_latency", lambda: suite.torch_launch(plan))
+    attempt("graph_replay_per_kernel", lambda: suite.graph_replay(plan))
+    attempt("host_copies", lambda: suite.host_copies(plan), many=True)
+    attempt("matmul", lambda: suite.matmuls(plan), many=True)
+    attempt("disk", lambda: suite.disk(plan, disk_dir or user_data_dir() / "bench-tmp"), many=True)
+    if "dram_copy" in results and "value" in results["dram_copy"] and "value" in results.get("dram_read_smem", {}):
+        results["dram_read_smem"]["pct_of_copy"] = round(
+            100 * results["dram_read_smem"]["value"] / results["dram_copy"]["value"], 1)
+    man["clocks_after"] = man.get("clocks_mhz") and _clocks_now()
+    man["seconds"] = round(time.perf_counter() - t0, 1)
+    return {"schema": SCHEMA, "manifest": man, "results": results}
+
+
+def _clocks_now() -> dict | None:
+    from perflab.toolkit.bench.manifest import nvml_facts
+
+    return nvml_facts().get("clocks_mhz")
+
+
+def ceilings_path() -> Path:
+    from perflab.paths import user_data_dir
+
+    return user_data_dir() / CEILINGS_FILE
+
+
+def save_ceilings(data: dict, path: Path | None = None) -> Path:
+    path = path or ceilings_path()
+    path.write_text(json.dumps(data, indent=2, sort_keys=False))
+    return path
+
+
+def load_ceilings(path: Path | None = None) -> dict | None:
+    """The saved ceilings, or None when none were measured; a corrupt file is an error."""
+    path = path or ceilings_path()
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PerflabError(f"{path} is not a readable ceilings file ({exc}); rerun `perflab bench`") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("results"), dict):
+        raise PerflabError(f"{path} is not a perflab ceilings file (schema {SCHEMA}); rerun `perflab bench`")
+    return data
+
+
+def table_rows(data: dict) -> list[tuple[str, str, str]]:
+    """(ceiling, value, how) rows for display, in the order measured."""
+    rows = []
+    for key, res in data["results"].items():
+        if "error" in res:
+            rows.append((key, "n/a", res["error"]))
+        else:
+            extra = f" ({res['pct_of_copy']} % of copy)" if "pct_of_copy" in res else ""
+            rows.append((key, f"{res['value']:,.2f} {res['unit']}", res["method"] + extra))
+    return rows

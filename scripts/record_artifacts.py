@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Record puzzle artifacts on the GPU machine (profiles, timings, checks) for replay without a GPU.
+
+    python3 scripts/record_artifacts.py [IDS...] [--out DIR] [--force] [--seed N] [--check-only]
+
+For each puzzle (all when no id is given): profile slow and solution under torch.profiler, check the
+solution (must pass) and the starter (must fail) with the fix checker (its interleaved timings become
+measurements.json), and write manifest.json, slow/solution.trace.json.gz and measurements.json into
+the puzzle's catalog folder, or into DIR/<NN-slug>/artifacts/ with --out (copy those back with
+`cp -r DIR/* src/perflab/catalog/`). A puzzle whose checks do not come out right is not written
+unless --force. --check-only runs the two checks and writes nothing (scripts/check_catalog_gpu.py).
+Exit 0 when every puzzle came out right, 1 otherwise, 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))  # this tree's code and catalog, ahead of any installed wheel
+
+from perflab.errors import PerflabError  # noqa: E402
+from perflab.puzzles import catalog, recording, runner  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("ids", nargs="*", help="puzzle ids (default: the whole catalog)")
+    ap.add_argument("--out", type=Path, help="write DIR/<NN-slug>/artifacts/ instead of the catalog folders")
+    ap.add_argument("--force", action="store_true", help="write even when the checks do not come out right")
+    ap.add_argument("--seed", type=int, help="input seed for the checks (default: fresh random)")
+    ap.add_argument("--check-only", action="store_true", help="check solution and starter; write nothing")
+    args = ap.parse_args(argv)
+    command = "python3 scripts/record_artifacts.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        puzzles = catalog.load_catalog()
+        chosen = [catalog.find(puzzles, i) for i in args.ids] if args.ids else puzzles
+        devices = [runner.require_device(p, "recording") for p in chosen]  # refuse before any long work
+        rows = []
+        for p, device in zip(chosen, devices):
+            dest = (args.out / p.folder.name / "artifacts") if args.out else p.artifacts
+            print(f"{'checking' if args.check_only else 'recording'} {p.id} on {device} ...", flush=True)
+            with tempfile.TemporaryDirectory(prefix=f"perflab-rec-{p.id}-") as tmp:
+                if args.check_only:
+                    v, written = recording.verify(p, device, Path(tmp), args.seed), False
+                else:
+                    v, written = recording.record(p, dest, device, Path(tmp), command.strip(), force=args.force,
+                                                  seed=args.seed)
+            rows.append((p, v, dest if written else None))
+    except PerflabError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        return 2
+    print_table(rows, args.check_only)
+    return 0 if all(v.ok and (dest or args.check_only) for _, v, dest in rows) else 1
+
+
+def print_table(rows: list, check_only: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="fix checks" if check_only else "recorded artifacts")
+    cols = ["puzzle", "slow ms", "solution ms", "speed-up (95 % CI)", "bar", "solution (must pass)",
+            "starter (must fail)", "verdict" if check_only else "written"]
+    for col in cols:
+        t.add_column(col)
+    for p, v, dest in rows:
+        s, sp = v.solution, v.solution.speed
+        verdict = "ok" if v.ok else "WRONG: " + "; ".join(v.problems())
+        t.add_row(p.id, f"{s.slow.get('median_ms', float('nan')):.3f}", f"{s.fixed.get('median_ms', float('nan')):.3f}",
+                  f"{sp.point:.2f} ({sp.ci_low:.2f}–{sp.ci_high:.2f})" if sp else "-", f"{p.check.speedup:.2f}",
+                  recording.why_failed(s), recording.why_failed(v.starter),
+                  verdict if check_only or not dest else str(dest))
+    Console(width=200).print(t)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""Why the GPU is idle: every idle gap inside the analysis windows gets a cause.
+
+For each gap (no kernel, copy or memset running on the device) we look at what the host was doing:
+
+- sync: the GPU ran out of work while the host was blocked in a synchronizing call. Had the host
+  not waited, it could have prepared the next work during the wait, so the sync costs
+  min(wait, gap) of the gap; the rest of the gap is classified like any other gap below.
+  A sync that mostly waited for a copy is counted as a copy.
+- copy: the host was inside a memcpy call (staging pageable memory, or a synchronous copy).
+- input: the host was inside DataLoader iteration.
+- launch: the next kernel was launched late but the host was busy launching (the gap is short,
+  and the host was not in an op that launches nothing), or it was already queued and the gap is
+  only the launch latency (< 30 µs, HTA's "kernel wait").
+- host: the host was busy in CPU work that launches nothing (non-launching ops, or a long stretch
+  with no launch at all).
+- other: queued work that still did not start (waiting on another stream, event or rank).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perflab.analysis.host import dataloader, host_work, memcpy_calls, top_host_ops
+from perflab.analysis.intervals import Coverage, merge
+from perflab.analysis.launches import launch_of, launch_rows
+from perflab.analysis.memcpy import direction, is_pageable
+from perflab.analysis.syncs import origin_op, sync_rows
+from perflab.analysis.windows import Windows, gpu_rows, per_windows, trace_origin
+from perflab.trace.model import MEMCPY, Trace
+
+CAUSES = ("sync", "copy", "input", "launch", "host", "other")
+SYNC, COPY, INPUT, LAUNCH, HOST, OTHER = range(6)
+KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
+LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
+SYNC_TOLERANCE_US = 2.0     # host and device clocks
+LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
+MAJORITY = 0.5
+
+
+@dataclass
+class GapAnalysis:
+    device: int
+    window_us: float
+    busy_us: float
+    idle_us: float
+    by_cause: dict[str, float]
+    gap_count: dict[str, int]
+    copy_idle: dict[str, float] = field(default_factory=dict)  # copy idle by direction, plus "pageable"
+    sync: dict = field(default_factory=dict)
+    examples: dict[str, list[dict]] = field(default_factory=dict)
+
+    def pct(self, cause: str) -> float:
+        return 100.0 * self.by_cause.get(cause, 0.0) / self.window_us if self.window_us else 0.0
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "window_us": self.window_us, "busy_us": self.busy_us,
+                "idle_us": self.idle_us,
+                "idle_pct": 100.0 * self.idle_us / self.window_us if self.window_us else 0.0,
+                "by_cause_us": self.by_cause, "by_cause_pct": {c: self.pct(c) for c in CAUSES},
+                "gap_count": self.gap_count, "copy_idle_us": self.copy_idle, "sync": self.sync}
+
+
+def main_device(trace: Trace) -> int:
+    rows = gpu_rows(trace)
+    dev = trace.device[rows]
+    if rows.size == 0 or (dev < 0).all():
+        return -1
+    ok = dev >= 0
+    return int(np.bincount(dev[ok], weights=trace.dur[rows][ok]).argmax())
+
+
+def device_rows(trace: Trace, device: int) -> np.ndarray:
+    rows = gpu_rows(trace)
+    if device < 0:
+        return rows
+    return rows[(trace.device[rows] == device) | (trace.device[rows] < 0)]
+
+
+def _main_thread(trace: Trace) -> int:
+    launches = launch_rows(trace)
+    if launches.size == 0:
+        return -1
+    tids, counts = np.unique(trace.tid[launches], return_counts=True)
+    return int(tids[counts.argmax()])
+
+
+def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
+    device = main_device(trace)
+    rows = device_rows(trace, device)
+    wcov = Coverage(windows.start, windows.end)
+    if rows.size == 0:
+        return GapAnalysis(device, windows.total, 0.0, windows.total, {c: 0.0 for c in CAUSES},
+                           {c: 0 for c in CAUSES})
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
+    ts, end = trace.ts[rows], trace.end[rows]
+    busy_s, busy_e = merge(ts, end)
+    busy = Coverage(busy_s, busy_e)
+    busy_us = float(wcov.covered(busy_s, busy_e).sum())
+
+    lo, hi = min(windows.lo, float(busy_s[0])), max(windows.hi, float(busy_e[-1]))
+    gs = np.concatenate(([lo], busy_e))
+    ge = np.concatenate((busy_s, [hi]))
+    keep = ge > gs
+    gs, ge = gs[keep], ge[keep]
+    inside = wcov.covered(gs, ge)
+    keep = inside > 0
+    gs, ge, inside = gs[keep], ge[keep], inside[keep]
+    n = gs.size
+    length = ge - gs
+
+    nxt_i = np.searchsorted(ts, ge)
+    nxt = np.where(nxt_i < rows.size, rows[np.minimum(nxt_i, rows.size - 1)], -1)
+    launch = np.where(nxt >= 0, launch_of(trace)[np.maximum(nxt, 0)], -1)
+    launch_ts = np.where(launch >= 0, trace.ts[np.maximum(launch, 0)], np.inf)
+
+    copies = rows[trace.kind[rows] == MEMCPY]
+    host_tid = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
+    # unknown launch time: the gap cannot be blamed on a host wait
+    known_launch = np.where((nxt >= 0) & (launch < 0), -np.inf, launch_ts)
+    blocking = _blocking_calls(trace, copies, busy, gs, ge, host_tid, known_launch)
+    scale = np.where(length > 0, inside / np.maximum(length, 1e-9), 0.0)
+    sync_cost = blocking["cost"] * scale
+    ext_wait = blocking["external"] * scale
+
+    # -- the rest of each gap -------------------------------------------------------------
+    cause = np.full(n, OTHER, dtype=np.int8)
+    in_loader = dataloader(trace).covered(gs, ge) >= MAJORITY * length
+    queued = (launch >= 0) & (launch_ts <= gs)
+    host_wait = (launch >= 0) & (launch_ts > gs)
+    cause[queued & (length < KERNEL_WAIT_US)] = LAUNCH
+    cause[host_wait] = LAUNCH
+    cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
+    quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
+                        np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)))
+    cause[(host_wait | (launch < 0)) & quiet] = HOST
+    cause[in_loader] = INPUT
+    call_copy, in_copy_call = _copy_in_call(trace, copies, gs, ge)
+    cause[in_copy_call & (call_copy != -2)] = COPY
+    cause[in_copy_call & (call_copy == -2)] = OTHER  # blocked in a copy that waits on something else
+
+    rest = np.maximum(inside - sync_cost - ext_wait, 0.0)
+    by_cause = {c: float(rest[cause == k].sum()) for k, c in enumerate(CAUSES)}
+    counts = {c: int(np.count_nonzero((cause == k) & (rest > 0))) for k, c in enumerate(CAUSES)}
+    on_copy = blocking["on_copy"]
+    for name, mask in (("sync", ~on_copy), ("copy", on_copy)):
+        by_cause[name] += float(sync_cost[mask].sum())
+        counts[name] += int(np.count_nonzero(mask & (sync_cost > 0)))
+    by_cause["other"] += float(ext_wait.sum())
+
+    waited_copy_row = _last_copy_before(trace, copies, gs)
+    copy_idle = _copy_idle_by_direction(
+        trace,
+        [(np.where(cause == COPY, rest, 0.0), np.where(call_copy >= 0, call_copy, waited_copy_row)),
+         (np.where(on_copy, sync_cost, 0.0), np.where(blocking["copy_row"] >= 0, blocking["copy_row"],
+                                                      waited_copy_row))])
+
+    draining = (blocking["call"] >= 0) & ~on_copy & (sync_cost > 0)
+    sync_info = {
+        "draining_syncs": int(np.count_nonzero(draining)),
+        "wait_us": float(blocking["drain"][draining].sum()),
+        "bubble_us": float(inside[draining].sum()),
+        "cost_us": float(sync_cost[draining].sum()),
+    }
+    gaps = {"gs": gs, "ge": ge, "inside": inside, "cause": cause, "rest": rest, "nxt": nxt, "launch": launch,
+            "sync_row": blocking["call"], "sync_part": sync_cost, "draining": draining}
+    return GapAnalysis(
+        device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
+        by_cause=by_cause, gap_count=counts, copy_idle=copy_idle, sync=sync_info,
+        examples=_examples(trace, gaps),
+    )
+
+
+def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.ndarray, ge: np.ndarray,
+                    tids: np.ndarray, next_launch: np.ndarray) -> dict:
+    """Per gap: the host call (sync or memcpy) that was blocking when the GPU ran dry, and its cost.
+
+    `next_launch` is when the work that ends the gap was launched (inf if unknown).
+
+    A draining call waited `drain` = gs - start for the queued work; after it returned the GPU waited
+    `after` = ge - return for the host to queue new work. Without the wait the host would have
+    prepared that work meanwhile: cost = min(drain, after). If the call keeps blocking long after the
+    GPU went idle, it waits on something else (another stream, device or rank): that part is external,
+    unless it is the host side of a pageable copy whose DMA just finished (then it is copy time).
+    """
+    n = gs.size
+    out = {"call": np.full(n, -1, dtype=np.int64), "cost": np.zeros(n), "external": np.zeros(n),
+           "drain": np.zeros(n), "on_copy": np.zeros(n, dtype=bool), "copy_row": np.full(n, -1, dtype=np.int64)}
+    memcpys = memcpy_calls(trace)
+    calls = np.union1d(sync_rows(trace), memcpys[trace.dur[memcpys] >= LATENCY_US])
+    if calls.size == 0 or n == 0:
+        return out
+    call = np.full(n, -1, dtype=np.int64)
+    for tid in np.unique(tids).tolist():  # only the thread that feeds the GPU matters
+        mine = calls[trace.tid[calls] == tid]
+        mine = mine[np.argsort(trace.ts[mine], kind="stable")]
+        on = np.flatnonzero(tids == tid)
+        if mine.size == 0:
+            continue
+        j = np.searchsorted(trace.ts[mine], gs[on] + SYNC_TOLERANCE_US, side="right") - 1
+        c1 = trace.end[mine[np.maximum(j, 0)]]
+        # The queue ran dry while the host was in the call, and the next work came only after it.
+        hit = (j >= 0) & (c1 >= gs[on] - SYNC_TOLERANCE_US) & (next_launch[on] >= c1 - SYNC_TOLERANCE_US)
+        call[on[hit]] = mine[j[hit]]
+    ok = call >= 0
+    s0 = np.where(ok, trace.ts[np.maximum(call, 0)], gs)
+    s1 = np.where(ok, trace.end[np.maximum(call, 0)], gs)
+    drain = np.maximum(gs - s0, 0.0)
+    blocked = np.maximum(np.minimum(s1, ge) - gs, 0.0)
+    after = np.maximum(ge - np.maximum(s1, gs), 0.0)
+
+    issued = _issued_copy(trace, copies, call)
+    own_copy_done = (issued >= 0) & (np.abs(trace.end[np.maximum(issued, 0)] - gs) <= SYNC_TOLERANCE_US)
+    copy_cov = Coverage(trace.ts[copies], trace.end[copies])
+    waited_busy = busy.covered(s0, gs)
+    waited_copy = copy_cov.covered(s0, gs)
+    on_copy = ok & (((waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0)) | own_copy_done)
+    short_block = blocked <= np.maximum(LATENCY_US, 0.1 * drain)
+    staging = own_copy_done & ~short_block
+    external = ok & ~short_block & ~staging
+    cost = np.where(ok, np.minimum(drain, after) + np.where(short_block | staging, blocked, 0.0), 0.0)
+    out.update(call=call, cost=np.minimum(cost, ge - gs), external=np.where(external, blocked, 0.0),
+               drain=np.where(ok, drain, 0.0), on_copy=on_copy, copy_row=np.where(on_copy, issued, -1))
+    return out
+
+
+def _issued_copy(trace: Trace, copies: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """For each runtime call row (or -1): the device copy it issued, -1 if none."""
+    out = np.full(calls.size, -1, dtype=np.int64)
+    links = launch_of(trace)[copies]
+    linked = links >= 0
+    if not linked.any():
+        return out
+    by_call = dict(zip(links[linked].tolist(), copies[linked].tolist()))
+    for i, c in enumerate(calls.tolist()):
+        if c >= 0:
+            out[i] = by_call.get(c, -1)
+    return out
+
+
+def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """Per gap: was the launching thread mostly in CPU work that launches nothing?"""
+    out = np.zeros(lo.size, dtype=bool)
+    span = hi - lo
+    for tid in np.unique(tids).tolist():
+        if tid < 0:
+            continue
+        on = tids == tid
+        out[on] = host_work(trace, tid).covered(lo[on], hi[on]) >= MAJORITY * np.maximum(span[on], 1e-9)
+    return out & (span > 0)
+
+
+def _copy_in_call(trace: Trace, copies: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gaps the host spent inside a memcpy call, and the copy that call issued.
+
+    Returns (copy row per gap: -1 unknown, -2 the call's copy ran elsewhere in time, so the call was
+    waiting on something else; mask of gaps covered by memcpy calls).
+    """
+    calls = memcpy_calls(trace)
+    calls = calls[np.argsort(trace.ts[calls], kind="stable")]
+    covered = Coverage(trace.ts[calls], trace.end[calls]).covered(gs, ge) >= MAJORITY * (ge - gs)
+    out = np.full(gs.size, -1, dtype=np.int64)
+    if not covered.any():
+        return out, covered
+    issued = {int(c): int(r) for r, c in zip(copies.tolist(), launch_of(trace)[copies].tolist()) if c >= 0}
+    mid = 0.5 * (gs + ge)
+    k = np.searchsorted(trace.ts[calls], mid, side="right") - 1
+    for g in np.flatnonzero(covered).tolist():
+        call = int(calls[k[g]]) if k[g] >= 0 else -1
+        if call < 0 or trace.end[call] < mid[g] or call not in issued:
+            continue
+        c = issued[call]
+        adjacent = (abs(trace.ts[c] - ge[g]) <= SYNC_TOLERANCE_US) or (abs(trace.end[c] - gs[g]) <= SYNC_TOLERANCE_US)
+        out[g] = c if adjacent else -2
+    return out, covered
+
+
+def _last_copy_before(trace: Trace, copies: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time: the device copy that ended last at or before it (-1 if none)."""
+    if copies.size == 0:
+        return np.full(t.size, -1, dtype=np.int64)
+    order = np.argsort(trace.end[copies], kind="stable")
+    ends = trace.end[copies][order]
+    i = np.searchsorted(ends, t + SYNC_TOLERANCE_US, side="right") - 1
+    return np.where(i >= 0, copies[order][np.maximum(i, 0)], -1)
+
+
+def _copy_idle_by_direction(trace: Trace, parts: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Copy-caused idle time by the direction (and pinned/pageable) of the copy involved."""
+    out: dict[str, float] = {"h2d": 0.0, "d2h": 0.0, "d2d": 0.0, "other": 0.0, "pageable": 0.0}
+    for amount, row in parts:
+        for g in np.flatnonzero(amount > 0).tolist():
+            r = int(row[g])
+            name = trace.name_of(r) if r >= 0 else ""
+            out[direction(name) if r >= 0 else "other"] += float(amount[g])
+            if r >= 0 and is_pageable(name):
+                out["pageable"] += float(amount[g])
+    return out
+
+
+def _examples(trace: Trace, gaps: dict, per_cause: int = 5) -> dict[str, list[dict]]:
+    """The biggest gaps of each cause, as events a person can find in the timeline."""
+    origin = trace_origin(trace)
+    out: dict[str, list[dict]] = {}
+    gs, ge, inside, cause = gaps["gs"], gaps["ge"], gaps["inside"], gaps["cause"]
+    draining = np.flatnonzero(gaps["draining"])
+    if draining.size:
+        top = draining[np.argsort(-gaps["sync_part"][draining], kind="stable")][:per_cause]
+        rows = gaps["sync_row"][top]
+        origins = origin_op(trace, rows)
+        out["sync"] = [{"name": f"{trace.name_of(r)}" + (f" (in {o})" if o else ""),
+                        "ts_us": float(trace.ts[r] - origin), "dur_us": float(trace.dur[r]),
+                        "gpu_idle_after_us": float(inside[g])}
+                       for g, r, o in zip(top.tolist(), rows.tolist(), origins)]
+    for k, name in enumerate(CAUSES):
+        if name == "sync":
+            continue
+        idx = np.flatnonzero((cause == k) & (gaps["rest"] > 0))
+        if idx.size == 0:
+            continue
+        top = idx[np.argsort(-inside[idx], kind="stable")][:per_cause]
+        events = []
+        for g in top.tolist():
+            nxt = int(gaps["nxt"][g])
+            label = f"GPU idle before {trace.name_of(nxt)}" if nxt >= 0 else "GPU idle until the step ends"
+            events.append({"name": label[:200], "ts_us": float(gs[g] - origin), "dur_us": float(ge[g] - gs[g])})
+        out[name] = events
+    host_gaps = np.flatnonzero(cause == HOST)
+    main = _main_thread(trace)
+    if host_gaps.size and main >= 0:
+        out["host_ops"] = [{"name": trace.name_of(r), "ts_us": float(trace.ts[r] - origin),
+                            "dur_us": float(trace.dur[r]), "overlap_us": amount}
+                           for r, amount in top_host_ops(trace, main, gs[host_gaps], ge[host_gaps])]
+    return out
+
+
+def analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
+    """Idle gaps inside the windows, each attributed to a cause (see the module docstring)."""
+    return per_windows(trace, "analyze_gaps", windows, _analyze_gaps)

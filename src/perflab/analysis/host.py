@@ -1,0 +1,87 @@
+"""What the host threads are doing: CPU work that launches nothing, data loading, copies."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from perflab.analysis.intervals import Coverage, difference
+from perflab.analysis.launches import launch_rows
+from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, USER_ANNOTATION, Trace
+
+_DATALOADER = re.compile(r"DataLoader|dataloader|_DataLoaderIter|data_loader", re.I)
+_MEMCPY_CALL = re.compile(r"(cuda|hip|cu)Memcpy", re.I)
+
+
+def _cpu_rows(trace: Trace) -> np.ndarray:
+    def compute() -> np.ndarray:
+        host = np.isin(trace.kind, (CPU_OP, PYTHON, USER_ANNOTATION))
+        not_step = ~trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
+        return np.flatnonzero(host & not_step & (trace.dur > 0))
+    return trace.cached("host_cpu_rows", compute)
+
+
+def launches_inside(trace: Trace) -> np.ndarray:
+    """Per CPU row (see _cpu_rows): how many GPU launches its thread made inside it."""
+    def compute() -> np.ndarray:
+        rows = _cpu_rows(trace)
+        launches = launch_rows(trace)
+        out = np.zeros(rows.size, dtype=np.int64)
+        for tid in np.unique(trace.tid[rows]).tolist():
+            on = trace.tid[rows] == tid
+            lts = np.sort(trace.ts[launches[trace.tid[launches] == tid]])
+            r = rows[on]
+            out[on] = np.searchsorted(lts, trace.end[r], "right") - np.searchsorted(lts, trace.ts[r], "left")
+        return out
+    return trace.cached("launches_inside", compute)
+
+
+def host_work(trace: Trace, tid: int) -> Coverage:
+    """Time on `tid` spent in CPU ops that launch no GPU work and are not part of an op that does.
+
+    An aten::empty inside aten::add is part of launching the add kernel; an aten::cat on CPU tensors,
+    a tokenizer or a preprocessing function at the top level is host compute.
+    """
+    cache = trace.cached("host_work", dict)
+    if tid not in cache:
+        rows = _cpu_rows(trace)
+        n = launches_inside(trace)
+        on = trace.tid[rows] == tid
+        quiet = rows[on & (n == 0) & ~_named(trace, rows, _DATALOADER)]
+        launching = rows[on & (n > 0) & (trace.kind[rows] == CPU_OP)]
+        spans = difference((trace.ts[quiet], trace.end[quiet]), (trace.ts[launching], trace.end[launching]))
+        cache[tid] = Coverage(*spans)
+    return cache[tid]
+
+
+def _named(trace: Trace, rows: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    return trace.name_table_mask(lambda n: pattern.search(n) is not None)[rows]
+
+
+def dataloader(trace: Trace) -> Coverage:
+    """Time inside DataLoader iteration (any thread)."""
+    def compute() -> Coverage:
+        rows = _cpu_rows(trace)
+        sel = rows[_named(trace, rows, _DATALOADER)]
+        return Coverage(trace.ts[sel], trace.end[sel])
+    return trace.cached("dataloader", compute)
+
+
+def memcpy_calls(trace: Trace) -> np.ndarray:
+    """Runtime memcpy calls (the host is busy staging or waiting for a copy while inside them)."""
+    return trace.cached("memcpy_calls", lambda: np.flatnonzero(
+        (trace.kind == RUNTIME) & trace.name_table_mask(lambda n: _MEMCPY_CALL.match(n) is not None)))
+
+
+def top_host_ops(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: int = 5) -> list[tuple[int, float]]:
+    """The quiet (non-launching) ops on `tid` that overlap the given intervals most: (row, overlap µs)."""
+    rows = _cpu_rows(trace)
+    n = launches_inside(trace)
+    quiet = rows[(trace.tid[rows] == tid) & (n == 0)]
+    if quiet.size == 0 or lo.size == 0:
+        return []
+    cover = Coverage(lo, hi)
+    amount = cover.covered(trace.ts[quiet], trace.end[quiet])
+    # Prefer the outermost op: a child never overlaps more than its parent.
+    order = np.lexsort((-trace.dur[quiet], -amount))[:top]
+    return [(int(quiet[i]), float(amount[i])) for i in order if amount[i] > 0]

@@ -1,0 +1,133 @@
+"""Which stretch of the trace an analysis looks at: the ProfilerStep ranges, one step, or the GPU span.
+
+Work outside the steps (warm-up, the profiler's own teardown, a final synchronize) is not part of
+the workload's steady state, so every per-step number is computed inside these windows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perflab.errors import PerflabError
+from perflab.trace.model import CPU_OP, GPU_WORK_KINDS, OTHER, STEP_RE, USER_ANNOTATION, Trace
+
+
+@dataclass(frozen=True)
+class Steps:
+    number: np.ndarray  # ProfilerStep#N numbers, sorted by start
+    start: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.number.size)
+
+
+@dataclass(frozen=True)
+class Windows:
+    start: np.ndarray
+    end: np.ndarray
+    kind: str                 # "steps" | "step" | "gpu-span" | "trace-span"
+    steps: tuple[int, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return float((self.end - self.start).sum())
+
+    @property
+    def lo(self) -> float:
+        return float(self.start.min()) if self.start.size else 0.0
+
+    @property
+    def hi(self) -> float:
+        return float(self.end.max()) if self.end.size else 0.0
+
+    @property
+    def key(self) -> tuple:
+        """Hashable identity, for caching analyses per window set."""
+        return (self.kind, self.steps, self.lo, self.hi, round(self.total, 3))
+
+    def contains(self, t: np.ndarray) -> np.ndarray:
+        """Boolean per time: inside some window."""
+        t = np.asarray(t, dtype=np.float64)
+        i = np.searchsorted(self.start, t, side="right") - 1
+        ok = i >= 0
+        return ok & (t < self.end[np.maximum(i, 0)])
+
+    def index_of(self, t: np.ndarray) -> np.ndarray:
+        """Window index per time, -1 outside every window."""
+        t = np.asarray(t, dtype=np.float64)
+        i = np.searchsorted(self.start, t, side="right") - 1
+        inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
+        return np.where(inside, i, -1)
+
+
+def profiler_steps(trace: Trace) -> Steps:
+    def compute() -> Steps:
+        is_step = trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
+        rows = np.flatnonzero(is_step & np.isin(trace.kind, (USER_ANNOTATION, CPU_OP)))
+        if rows.size == 0:
+            empty = np.zeros(0)
+            return Steps(np.zeros(0, dtype=np.int64), empty, empty)
+        numbers = np.array([int(STEP_RE.fullmatch(trace.names[i].strip()).group(1)) for i in trace.name[rows]])
+        # One range per step number: the longest record of it.
+        order = np.lexsort((-trace.dur[rows], numbers))
+        numbers, rows = numbers[order], rows[order]
+        first = np.concatenate(([True], numbers[1:] != numbers[:-1]))
+        numbers, rows = numbers[first], rows[first]
+        by_start = np.argsort(trace.ts[rows], kind="stable")
+        rows = rows[by_start]
+        return Steps(numbers[by_start], trace.ts[rows].copy(), trace.end[rows].copy())
+    return trace.cached("steps", compute)
+
+
+def gpu_rows(trace: Trace) -> np.ndarray:
+    return trace.cached("gpu_rows", lambda: np.flatnonzero(np.isin(trace.kind, GPU_WORK_KINDS)))
+
+
+def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
+    steps = profiler_steps(trace)
+    if step is not None:
+        hit = np.flatnonzero(steps.number == step)
+        if hit.size == 0:
+            have = (f"steps {int(steps.number.min())}..{int(steps.number.max())}" if len(steps)
+                    else "no ProfilerStep ranges")
+            raise PerflabError(f"no ProfilerStep#{step} in {trace.meta.get('path', 'the trace')} (it has {have})")
+        i = int(hit[0])
+        end = np.minimum(steps.end[i:i + 1], _recorded_end(trace))
+        return Windows(steps.start[i:i + 1], np.maximum(end, steps.start[i:i + 1]), "step", (int(step),))
+    if len(steps):
+        start, end = _non_overlapping(steps.start, steps.end)
+        # A step cut short by the end of profiling claims time nothing was recorded in.
+        end = np.minimum(end, _recorded_end(trace))
+        keep = end > start
+        return Windows(start[keep], end[keep], "steps", tuple(int(n) for n in steps.number[keep]))
+    rows = gpu_rows(trace)
+    if rows.size:
+        return Windows(np.array([trace.ts[rows].min()]), np.array([trace.end[rows].max()]), "gpu-span")
+    return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span")
+
+
+def _recorded_end(trace: Trace) -> float:
+    """End of the last event other than the profiler's own span and the step ranges."""
+    def compute() -> float:
+        ignore = (trace.kind == OTHER) | trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
+        ends = trace.end[~ignore]
+        return float(ends.max()) if ends.size else float(trace.end.max())
+    return trace.cached("recorded_end", compute)
+
+
+def _non_overlapping(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    end = end.copy()
+    end[:-1] = np.minimum(end[:-1], start[1:])
+    return start.copy(), np.maximum(end, start)
+
+
+def per_windows(trace: Trace, name: str, windows: Windows, compute):
+    """Memoize an analysis of (trace, windows) on the trace."""
+    return trace.cached(f"{name}:{windows.key}", lambda: compute(trace, windows))
+
+
+def trace_origin(trace: Trace) -> float:
+    """Times in evidence are relative to the first event of the trace."""
+    return trace.cached("origin", lambda: float(trace.ts.min()) if len(trace) else 0.0)

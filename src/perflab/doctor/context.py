@@ -1,0 +1,89 @@
+"""What the rules see: one trace, the windows analysed, and the analyses over them (computed once)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from perflab.analysis.gaps import GapAnalysis, analyze_gaps
+from perflab.analysis.kernel_patterns import dequant_pairs, elementwise_chains
+from perflab.analysis.kernels import kernel_breakdown
+from perflab.analysis.launches import launch_stats
+from perflab.analysis.memcpy import copies
+from perflab.analysis.overlap import overlaps
+from perflab.analysis.summary import evidence_summary
+from perflab.analysis.syncs import sync_summary
+from perflab.analysis.timeline import busy_idle
+from perflab.analysis.windows import Windows, analysis_windows, trace_origin
+from perflab.doctor.finding import EventRef
+from perflab.trace.model import Trace
+
+
+@dataclass
+class Context:
+    trace: Trace
+    windows: Windows
+    ranks: list[Trace] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, trace: Trace, step: int | None = None, ranks: list[Trace] | None = None) -> "Context":
+        return cls(trace, analysis_windows(trace, step), ranks or [trace])
+
+    @property
+    def window_us(self) -> float:
+        return self.windows.total
+
+    @property
+    def n_steps(self) -> int:
+        return max(len(self.windows.steps), 1)
+
+    def share(self, us: float) -> float:
+        """Percent of the analysed step time."""
+        return 100.0 * us / self.window_us if self.window_us > 0 else 0.0
+
+    def event(self, row: int) -> EventRef:
+        return EventRef(self.trace.name_of(row), float(self.trace.ts[row] - trace_origin(self.trace)),
+                        float(self.trace.dur[row]))
+
+    @cached_property
+    def gaps(self) -> GapAnalysis:
+        return analyze_gaps(self.trace, self.windows)
+
+    @cached_property
+    def copies(self) -> dict:
+        return copies(self.trace, self.windows)
+
+    @cached_property
+    def syncs(self) -> dict:
+        return sync_summary(self.trace, self.windows)
+
+    @cached_property
+    def launches(self) -> dict:
+        return launch_stats(self.trace, self.windows)
+
+    @cached_property
+    def kernels(self) -> dict:
+        return kernel_breakdown(self.trace, self.windows)
+
+    @cached_property
+    def overlap(self) -> dict:
+        return overlaps(self.trace, self.windows)
+
+    @cached_property
+    def busy(self) -> dict:
+        return busy_idle(self.trace, self.windows)
+
+    @cached_property
+    def chains(self) -> dict:
+        return elementwise_chains(self.trace, self.windows)
+
+    @cached_property
+    def dequant(self) -> dict:
+        return dequant_pairs(self.trace, self.windows)
+
+    @cached_property
+    def summary(self) -> dict:
+        return evidence_summary(self.trace, self.windows)
+
+    @property
+    def gpu_busy_pct(self) -> float:
+        return self.share(self.gaps.busy_us)

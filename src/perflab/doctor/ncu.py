@@ -1,0 +1,52 @@
+"""The doctor for Nsight Compute reports: per kernel the rules of rules/ncu_kernel.py, ranked."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from perflab.analysis.roofline import Ceilings, load_ceilings, roofline
+from perflab.doctor.finding import Report, rank
+from perflab.doctor.rules.ncu_kernel import KernelContext, diagnose_kernel
+from perflab.trace.ncu import NcuProfile, load
+
+
+def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> Report:
+    ceilings = ceilings or load_ceilings(device=profile.device)
+    model = roofline(profile, ceilings)
+    total = sum(k.duration_s or 0.0 for k in profile.kernels)
+    findings = []
+    kernels = []
+    for k, point in zip(profile.kernels, model.points):
+        share = (k.duration_s or 0.0) / total if total else 1.0 / len(profile.kernels)
+        found = diagnose_kernel(KernelContext(k=k, point=point, share=share,
+                                              tensor_roof_flops=ceilings.compute["tf32"].value))
+        findings += found
+        kernels.append({**k.summary(), "time_share_pct": round(100 * share, 1), "findings": [f.id for f in found],
+                        "roofline": {"intensity": point.intensity, "tflops": round(point.flops_per_s / 1e12, 3),
+                                     "dram_gbps": round(point.dram_bytes_per_s / 1e9, 1), "bound": point.bound,
+                                     "roof": point.roof, "pct_of_roof": point.pct_of_roof}})
+    ranked = rank(findings)
+    if ranked and all(f.severity == "info" for f in ranked) and any(f.id == "healthy" for f in ranked):
+        # nothing to fix anywhere: the headline is `healthy`, the at-roof notes follow
+        ranked = [f for f in ranked if f.id == "healthy"][:1] + [f for f in ranked if f.id != "healthy"]
+    return Report(source={"path": profile.path, "kind": "ncu", "device": profile.device, "reader": profile.source,
+                          "kernels": len(profile.kernels)},
+                  verdict=verdict(ranked), findings=ranked,
+                  analyses={"kernels": kernels, "ceilings": ceilings.source})
+
+
+def verdict(ranked) -> str:
+    if not ranked:
+        return "No kernel in the report carries the metrics the doctor needs (profile with --set full)."
+    top = ranked[0]
+    if top.id == "healthy":
+        return "Healthy: the profiled kernels run at their roofs with nothing wasted."
+    if top.severity == "info":
+        return f"Nothing to fix: {top.summary}."
+    first_step = re.split(r"\. ", top.fix)[0].rstrip(".")
+    return f"{top.summary} (est. {top.gain_pct:.0f} % of GPU time to gain). Fix: {first_step}."
+
+
+def diagnose_ncu(path: str | Path, *, ceilings: Ceilings | None = None, prefer: str = "auto") -> Report:
+    """Diagnose an .ncu-rep or its raw-page CSV export (recognized by content)."""
+    return diagnose_profile(load(path, prefer=prefer), ceilings)

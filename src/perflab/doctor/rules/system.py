@@ -1,0 +1,237 @@
+"""System-level rules: is the GPU kept busy, and if not, what holds it back.
+
+Every gain is the share of the analysed step time the fix could give back, estimated from the
+evidence: idle time attributed to the cause (analysis.gaps), or copy/communication time that
+compute does not hide. Rules that name a specific cause come before the generic ones they refine
+(pageable-memcpy before h2d-copy before memcpy), so equal gains keep that order (rank is stable).
+"""
+from __future__ import annotations
+
+from perflab.doctor.context import Context
+from perflab.doctor.finding import EventRef, Finding
+from perflab.doctor.registry import rule
+from perflab.doctor.registry import significant as _finding
+
+_OVERLAP_POOR_PCT = 20.0
+
+
+def _idle_evidence(ctx: Context) -> dict:
+    return {"gpu_idle_pct": 100.0 - ctx.gpu_busy_pct, "step_time_ms": ctx.window_us / ctx.n_steps / 1e3,
+            "steps": len(ctx.windows.steps)}
+
+
+@rule
+def host_sync(ctx: Context) -> list[Finding]:
+    gain = ctx.gaps.pct("sync")
+    sync = ctx.gaps.sync
+    if not sync.get("draining_syncs"):
+        return []
+    names = ctx.syncs["names"]
+    what = ", ".join(f"{n} x{c}" for n, c in list(names.items())[:3])
+    return _finding(
+        "host-sync", gain,
+        f"The host blocks on the GPU {ctx.syncs['per_step']:.0f}x per step ({what}); each time the GPU "
+        f"queue drains and the GPU waits for the host to restart it: ~{gain:.0f}% of step time.",
+        {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
+         "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
+         "sync_names": names},
+        "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
+        "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
+        "use non_blocking copies into pinned memory with an event when the host really needs the value.",
+        ctx.gaps.examples.get("sync", []),
+    )
+
+
+@rule
+def launch_overhead(ctx: Context) -> list[Finding]:
+    gain = ctx.gaps.pct("launch")
+    launches = ctx.launches
+    return _finding(
+        "launch-overhead", gain,
+        f"{launches['kernels_per_step']:.0f} kernels per step averaging {launches['kernel_us']['mean']:.1f} µs: "
+        f"the CPU cannot launch them as fast as the GPU runs them; short gaps between kernels leave the GPU "
+        f"idle ~{gain:.0f}% of step time.",
+        {**_idle_evidence(ctx), "kernels_per_step": launches["kernels_per_step"],
+         "mean_kernel_us": launches["kernel_us"]["mean"], "median_kernel_us": launches["kernel_us"]["p50"],
+         "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
+         "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
+         "launch_delay_p50_us": launches["launch_delay_us"]["p50"]},
+        "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
+        "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step.",
+        ctx.gaps.examples.get("launch", []),
+    )
+
+
+@rule
+def host_compute(ctx: Context) -> list[Finding]:
+    gain = ctx.gaps.pct("host")
+    ops = ctx.gaps.examples.get("host_ops", [])
+    top = f" (mostly in {ops[0]['name']})" if ops else ""
+    return _finding(
+        "host-compute", gain,
+        f"CPU work that launches no GPU work keeps the GPU idle ~{gain:.0f}% of step time{top}.",
+        {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
+         "top_host_ops": [o["name"] for o in ops[:5]]},
+        "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
+        "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker).",
+        ops + ctx.gaps.examples.get("host", []),
+    )
+
+
+@rule
+def input_pipeline(ctx: Context) -> list[Finding]:
+    gain = ctx.gaps.pct("input")
+    return _finding(
+        "input-pipeline", gain,
+        f"The GPU waits for the DataLoader ~{gain:.0f}% of step time.",
+        {**_idle_evidence(ctx), "dataloader_idle_pct": gain, "dataloader_gaps": ctx.gaps.gap_count["input"]},
+        "Load data in parallel and ahead of time: DataLoader(num_workers>0, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor), lighter per-sample transforms, or preprocessed data.",
+        ctx.gaps.examples.get("input", []),
+    )
+
+
+def _copy_cost(ctx: Context, direction: str) -> float:
+    return ctx.copies[direction]["exposed_us"] + ctx.gaps.copy_idle.get(direction, 0.0)
+
+
+def _copy_evidence(ctx: Context, direction: str) -> dict:
+    c = ctx.copies[direction]
+    return {"copies_per_step": c["count"] / ctx.n_steps, "mb_per_step": c["bytes"] / ctx.n_steps / 1e6,
+            "copy_time_pct": ctx.share(c["total_us"]), "not_overlapped_pct": ctx.share(c["exposed_us"]),
+            "gbps": c["gbps"], "pageable": c["pageable_count"]}
+
+
+def _copy_events(ctx: Context, directions: tuple[str, ...], pageable_only: bool = False) -> list[EventRef]:
+    from perflab.analysis.memcpy import copy_rows, direction, is_pageable
+
+    rows = copy_rows(ctx.trace, ctx.windows)
+    picked = [r for r in rows.tolist() if direction(ctx.trace.name_of(r)) in directions
+              and (not pageable_only or is_pageable(ctx.trace.name_of(r)))]
+    picked.sort(key=lambda r: -ctx.trace.dur[r])
+    return [ctx.event(r) for r in picked[:5]]
+
+
+@rule
+def pageable_memcpy(ctx: Context) -> list[Finding]:
+    pageable = [d for d in ("h2d", "d2h", "d2d", "other") if ctx.copies.get(d, {}).get("pageable_count")]
+    if not pageable:
+        return []
+    exposed = sum(ctx.copies[d]["pageable_exposed_us"] for d in pageable)
+    gain = ctx.share(exposed + ctx.gaps.copy_idle.get("pageable", 0.0))
+    count = sum(ctx.copies[d]["pageable_count"] for d in pageable)
+    mb = sum(ctx.copies[d]["pageable_bytes"] for d in pageable) / 1e6
+    seconds = sum(ctx.copies[d]["pageable_us"] for d in pageable) / 1e6
+    return _finding(
+        "pageable-memcpy", gain,
+        f"{count / ctx.n_steps:.0f} copies per step go through pageable host memory "
+        f"({mb / ctx.n_steps:.1f} MB/step at {mb / 1e3 / seconds if seconds else 0:.1f} GB/s): they are staged, "
+        f"synchronous and serialize with compute, ~{gain:.0f}% of step time.",
+        {**_idle_evidence(ctx), "pageable_copies_per_step": count / ctx.n_steps,
+         "pageable_mb_per_step": mb / ctx.n_steps, "pageable_gbps": mb / 1e3 / seconds if seconds else 0.0,
+         "pageable_time_pct": ctx.share(seconds * 1e6), "copy_idle_pct": ctx.share(ctx.gaps.copy_idle.get("pageable", 0.0)),
+         "directions": pageable},
+        "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
+        "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
+        "with compute.",
+        _copy_events(ctx, tuple(pageable), pageable_only=True),
+    )
+
+
+@rule
+def directed_copies(ctx: Context) -> list[Finding]:
+    """h2d-copy / d2h-copy when one direction dominates the copy cost, else the generic memcpy."""
+    costs = {d: _copy_cost(ctx, d) for d in ("h2d", "d2h")}
+    total = sum(costs.values())
+    out: list[Finding] = []
+    for d, fid, what, fix in (
+        ("h2d", "h2d-copy", "host-to-device copies",
+         "Copy less and earlier: keep inputs/weights resident on the GPU, send compact dtypes (uint8 images, "
+         "int32 ids) and convert on the GPU, prefetch the next batch on a side stream from pinned memory."),
+        ("d2h", "d2h-copy", "device-to-host copies",
+         "Bring back only what the host needs (argmax/top-k on the GPU, not full logits), in a compact dtype, "
+         "and not every step; use non_blocking copies into pinned memory."),
+    ):
+        if total <= 0 or costs[d] < 0.6 * total:
+            continue
+        gain = ctx.share(costs[d])
+        out += _finding(fid, gain, f"{what.capitalize()} dominate the copy time and cost ~{gain:.0f}% of step time "
+                        f"({_copy_evidence(ctx, d)['mb_per_step']:.1f} MB per step).",
+                        {**_idle_evidence(ctx), **_copy_evidence(ctx, d)}, fix, _copy_events(ctx, (d,)))
+    if not out and total > 0:
+        gain = ctx.share(total)
+        out += _finding("memcpy", gain, f"Host<->device copies cost ~{gain:.0f}% of step time.",
+                        {**_idle_evidence(ctx), "h2d_pct": ctx.share(costs["h2d"]), "d2h_pct": ctx.share(costs["d2h"])},
+                        "Copy less (keep data on the GPU, compact dtypes), from pinned memory, asynchronously "
+                        "and overlapped with compute.", _copy_events(ctx, ("h2d", "d2h")))
+    return out
+
+
+@rule
+def no_overlap(ctx: Context) -> list[Finding]:
+    copy = ctx.overlap["copy"]
+    host_copies = sum(ctx.copies[d]["total_us"] for d in ("h2d", "d2h"))
+    if host_copies <= 0 or copy["overlap_pct"] >= _OVERLAP_POOR_PCT or ctx.overlap["compute_us"] <= 0:
+        return []
+    exposed = sum(ctx.copies[d]["exposed_us"] for d in ("h2d", "d2h"))
+    gain = ctx.share(min(exposed, ctx.overlap["compute_us"]))
+    same_stream = set(copy["streams"]) <= set(ctx.overlap["compute_streams"])
+    return _finding(
+        "no-overlap", gain,
+        f"Copies run serialized with compute ({copy['overlap_pct']:.0f}% overlapped"
+        f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
+        {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
+         "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
+        "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
+        "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader.",
+        _copy_events(ctx, ("h2d", "d2h")),
+    )
+
+
+@rule
+def comm_not_overlapped(ctx: Context) -> list[Finding]:
+    comm = ctx.overlap["comm"]
+    if comm["time_us"] <= 0:
+        return []
+    gain = ctx.share(comm["exposed_us"])
+    return _finding(
+        "comm-not-overlapped", gain,
+        f"Collective communication is exposed ({comm['overlap_pct']:.0f}% overlapped with compute): "
+        f"~{gain:.0f}% of step time.",
+        {"comm_time_pct": ctx.share(comm["time_us"]), "comm_overlap_pct": comm["overlap_pct"],
+         "exposed_comm_pct": gain, "comm_streams": comm["streams"]},
+        "Overlap communication with compute: bucketed/async collectives (DDP/FSDP overlap, async_op=True), "
+        "compute independent work while the collective runs, fewer/larger collectives.",
+    )
+
+
+@rule
+def gpu_idle(ctx: Context) -> list[Finding]:
+    gain = ctx.gaps.pct("other")
+    return _finding(
+        "gpu-idle", gain,
+        f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{gain:.0f}% of it with work already "
+        "queued or no clear host cause (waits on other streams, events or ranks).",
+        {**_idle_evidence(ctx), "unexplained_idle_pct": gain, "idle_by_cause_pct": {
+            c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}},
+        "Look at what the queued work waits for: cross-stream events, collectives on other ranks, "
+        "allocator or synchronization points; then remove the dependency or overlap it.",
+        ctx.gaps.examples.get("other", []),
+    )
+
+
+def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    """The single 'nothing to fix' finding when no rule found anything above low."""
+    if any(f.severity in ("high", "medium") for f in findings):
+        return []
+    by_type = ctx.kernels["by_type"]
+    top_type = max(by_type, key=lambda t: by_type[t]["total_us"]) if by_type else "none"
+    return [Finding(
+        id="healthy", severity="info", gain_pct=0.0,
+        evidence={"gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "dominant_kernel_type": top_type,
+                  "dominant_kernel_type_pct": round(by_type.get(top_type, {}).get("pct", 0.0), 2)},
+        fix="Nothing at the system level: to go faster, make the dominant kernels themselves faster "
+            "(Nsight Compute on the top kernels, lower precision, better algorithms).",
+        summary=f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: "
+                "no system-level bottleneck.",
+    )]

@@ -1,0 +1,81 @@
+"""Kernel-level findings a trace alone can show (kernel names and launch shapes, no counters).
+
+Gains are shares of step time, so on a mostly idle GPU they stay small: the coarse levels come first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from perflab.analysis.kernels import is_simt_gemm, window_gpu_rows
+from perflab.doctor.context import Context
+from perflab.doctor.finding import Finding
+from perflab.doctor.registry import rule
+from perflab.doctor.registry import significant as _finding
+from perflab.trace.model import KERNEL
+
+# Tensor cores run FP32-input GEMMs (TF32/BF16) several times faster than the SIMT path; assume
+# the SIMT kernels' time shrinks by at least this fraction.
+TENSOR_CORE_SAVING = 0.75
+
+
+@rule
+def no_tensor_cores(ctx: Context) -> list[Finding]:
+    t = ctx.trace
+    rows = window_gpu_rows(t, ctx.windows)
+    rows = rows[t.kind[rows] == KERNEL]
+    simt = rows[t.name_table_mask(is_simt_gemm)[rows]]
+    if simt.size == 0:
+        return []
+    simt_us = float(t.dur[simt].sum())
+    gemm_us = sum(ctx.kernels["by_type"].get(k, {}).get("total_us", 0.0) for k in ("gemm", "conv"))
+    gain = TENSOR_CORE_SAVING * ctx.share(simt_us)
+    per_name = np.bincount(t.name[simt], weights=t.dur[simt])
+    names = [t.names[i] for i in np.argsort(-per_name) if per_name[i] > 0]
+    top = simt[np.argsort(-t.dur[simt])[:5]]
+    return _finding(
+        "no-tensor-cores", gain,
+        f"Matrix math runs on the FP32 SIMT path ({names[0][:60]}...): {ctx.share(simt_us):.0f}% of step time "
+        "in GEMMs that do not use tensor cores.",
+        {"simt_gemm_time_pct": ctx.share(simt_us), "simt_share_of_gemm_pct": 100.0 * simt_us / gemm_us if gemm_us else 100.0,
+         "simt_kernels": names[:5], "count": int(simt.size)},
+        "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
+        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
+        [ctx.event(r) for r in top.tolist()],
+    )
+
+
+@rule
+def unfused_elementwise(ctx: Context) -> list[Finding]:
+    chains = ctx.chains
+    if chains["chain_count"] == 0:
+        return []
+    gain = ctx.share(chains["saving_us"])
+    longest = max(chains["chains"], key=lambda c: c.size)
+    return _finding(
+        "unfused-elementwise", gain,
+        f"{chains['chain_count'] / ctx.n_steps:.0f} chains per step of {chains['mean_length']:.1f} elementwise "
+        f"kernels on the same shape each re-read and re-write the tensor; fusing them saves ~{gain:.0f}% of step time.",
+        {"chains_per_step": chains["chain_count"] / ctx.n_steps, "mean_chain_length": chains["mean_length"],
+         "chained_kernel_time_pct": ctx.share(chains["time_us"]), "kernels_in_chains": chains["kernels"]},
+        "Fuse the elementwise chain: torch.compile, a fused op (e.g. F.gelu(x + b) via a fused kernel), or a "
+        "custom Triton kernel; avoid materializing intermediates.",
+        [ctx.event(r) for r in longest[:6].tolist()],
+    )
+
+
+@rule
+def dequant_overhead(ctx: Context) -> list[Finding]:
+    deq = ctx.dequant
+    if deq["pairs"] < 2:
+        return []
+    gain = ctx.share(deq["time_us"])
+    return _finding(
+        "dequant-overhead", gain,
+        f"{deq['pairs'] / ctx.n_steps:.0f} separate dequantize/convert kernels per step run right before a GEMM "
+        f"({ctx.share(deq['time_us']):.0f}% of step time): the weights are widened in memory before every matmul.",
+        {"dequant_kernels_per_step": deq["pairs"] / ctx.n_steps, "gemms_per_step": deq["gemms"] / ctx.n_steps,
+         "dequant_time_pct": ctx.share(deq["time_us"]), "dequant_kernels": deq["names"]},
+        "Use a fused low-bit GEMM that dequantizes in registers (torchao int8/int4 weight-only kernels with "
+        "torch.compile, gemlite, Marlin/Machete), or keep the weights in the compute dtype if memory allows.",
+        [ctx.event(r) for r in deq["rows"][:5].tolist()],
+    )

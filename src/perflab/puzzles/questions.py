@@ -1,0 +1,221 @@
+"""Diagnosis questions: answers computed from the recorded evidence by named analyses, then graded.
+
+Every analysis is `fn(evidence, **args) -> Computed`; puzzle.toml names it in `analysis` and passes
+`args`. A Computed carries the value and the numbers behind it (shown after a wrong answer).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from perflab.errors import PerflabError
+
+ANALYSES: dict[str, Callable[..., Computed]] = {}
+
+
+@dataclass
+class Computed:
+    value: Any
+    evidence: dict[str, Any]
+    source: str
+    alternatives: tuple[str, ...] = ()
+
+
+@dataclass
+class Grade:
+    key: str
+    given: str
+    correct: bool
+    computed: Computed
+    note: str = ""
+
+    @property
+    def expected(self) -> Any:
+        return self.computed.value
+
+
+def analysis(fn: Callable[..., Computed]) -> Callable[..., Computed]:
+    ANALYSES[fn.__name__] = fn
+    return fn
+
+
+def _steps(summary: dict[str, Any]) -> int:
+    return max(int(summary.get("steps") or 0), 1)
+
+
+def _source(variant: str) -> str:
+    return f"the recorded {variant} trace"
+
+
+@analysis
+def doctor_top_id(ev: Any, variant: str = "slow") -> Computed:
+    """The doctor's most important finding on the variant's trace."""
+    report = ev.report(variant)
+    if not report.findings:
+        raise PerflabError(f"the doctor found nothing in {_source(variant)}")
+    top = report.findings[0]
+    evidence: dict[str, Any] = {"top finding": top.id, "severity": top.severity,
+                                "estimated gain %": round(float(top.gain_pct), 1)}
+    evidence.update({k: v for k, v in top.evidence.items() if isinstance(v, (int, float, str))})
+    others = [f"{f.id} ({f.severity})" for f in report.findings[1:4]]
+    if others:
+        evidence["next findings"] = ", ".join(others)
+    return Computed(top.id, evidence, f"perflab doctor on {_source(variant)}")
+
+
+def _summary_value(ev: Any, variant: str, key: str, *context: str) -> Computed:
+    s = ev.summary(variant)
+    return Computed(s[key], {k: s.get(k) for k in (key, "steps", *context)}, _source(variant))
+
+
+@analysis
+def gpu_busy_pct(ev: Any, variant: str = "slow") -> Computed:
+    return _summary_value(ev, variant, "gpu_busy_pct", "step_time_ms", "span_ms")
+
+
+@analysis
+def step_time_ms(ev: Any, variant: str = "slow") -> Computed:
+    return _summary_value(ev, variant, "step_time_ms", "span_ms", "gpu_busy_pct")
+
+
+@analysis
+def kernels_per_step(ev: Any, variant: str = "slow") -> Computed:
+    return _summary_value(ev, variant, "kernels_per_step", "mean_kernel_us", "step_time_ms")
+
+
+@analysis
+def syncs_per_step(ev: Any, variant: str = "slow") -> Computed:
+    syncs = ev.summary(variant)["syncs"]
+    names = ", ".join(f"{n} ×{c}" for n, c in sorted(syncs.get("names", {}).items(), key=lambda kv: -kv[1]))
+    return Computed(syncs["per_step"], {"syncs": syncs["count"], "steps": ev.summary(variant)["steps"],
+                                        "per step": syncs["per_step"], "calls": names or "none"},
+                    _source(variant))
+
+
+@analysis
+def top_kernel(ev: Any, variant: str = "slow") -> Computed:
+    kernels = ev.summary(variant)["top_kernels"]
+    if not kernels:
+        raise PerflabError(f"no kernels in {_source(variant)}")
+    top = kernels[0]
+    return Computed(top["name"], {"kernel": top["name"], "total µs": top["total_us"], "count": top["count"],
+                                  "% of kernel time": top["pct"]},
+                    _source(variant), alternatives=tuple(k["name"] for k in kernels[1:]))
+
+
+def _copies(ev: Any, variant: str, direction: str) -> tuple[dict[str, Any], list[str]]:
+    copies = ev.summary(variant)["copies"]
+    if direction and direction not in ("h2d", "d2h", "d2d"):
+        raise PerflabError(f"copy direction {direction!r} must be h2d, d2h or d2d")
+    dirs = [direction] if direction else sorted(copies)
+    return copies, dirs
+
+
+@analysis
+def copy_bytes_per_step(ev: Any, variant: str = "slow", direction: str = "h2d") -> Computed:
+    copies, dirs = _copies(ev, variant, direction)
+    c = copies.get(dirs[0], {})
+    steps = _steps(ev.summary(variant))
+    return Computed(c.get("bytes", 0) / steps, {"direction": dirs[0], "copies": c.get("count", 0),
+                                                 "bytes": c.get("bytes", 0), "steps": steps,
+                                                 "GB/s": c.get("gbps")}, _source(variant))
+
+
+@analysis
+def pageable_copies_per_step(ev: Any, variant: str = "slow", direction: str = "") -> Computed:
+    copies, dirs = _copies(ev, variant, direction)
+    steps = _steps(ev.summary(variant))
+    pageable = sum(copies.get(d, {}).get("pageable_count", 0) for d in dirs)
+    evidence = {f"{d} pageable/total": f"{copies.get(d, {}).get('pageable_count', 0)}/"
+                                       f"{copies.get(d, {}).get('count', 0)}" for d in dirs}
+    evidence["steps"] = steps
+    return Computed(pageable / steps, evidence, _source(variant))
+
+
+@analysis
+def speedup(ev: Any, stat: str = "point") -> Computed:
+    m = ev.measurements()
+    sp = m.get("speedup", {})
+    if stat not in sp:
+        raise PerflabError(f"measurements.json has no speedup.{stat}")
+    return Computed(sp[stat], {"slow median ms": m.get("slow", {}).get("median_ms"),
+                               "solution median ms": m.get("solution", {}).get("median_ms"),
+                               "95 % CI": f"{sp.get('ci_low')} .. {sp.get('ci_high')}", "bar": sp.get("bar")},
+                    "the recorded timings (measurements.json)")
+
+
+@analysis
+def summary_field(ev: Any, path: str, variant: str = "slow") -> Computed:
+    """Any field of the evidence summary by dotted path: `copies.h2d.gbps`, `top_kernels.0.name`."""
+    value: Any = ev.summary(variant)
+    for part in path.split("."):
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise PerflabError(f"the evidence summary has no field {path!r}") from None
+    return Computed(value, {path: value}, _source(variant))
+
+
+def compute(question: Any, ev: Any) -> Computed:
+    return ANALYSES[question.analysis](ev, **question.args)
+
+
+def normalize(question: Any, raw: str) -> Any:
+    """The learner's answer in the question's type; bad input raises PerflabError (exit 2)."""
+    text = raw.strip()
+    if not text:
+        raise PerflabError(f"empty answer for {question.key!r}")
+    if question.type == "taxonomy":
+        from perflab.doctor.finding import TAXONOMY_IDS
+
+        tid = re.sub(r"[\s_]+", "-", text.lower())
+        if tid not in TAXONOMY_IDS:
+            raise PerflabError(f"{text!r} is not a taxonomy id (see TAXONOMY.md), e.g. host-sync, launch-overhead")
+        return tid
+    if question.type == "number":
+        cleaned = re.sub(r"(%|ms|x|×)$", "", text.lower().replace(",", "")).strip()
+        try:
+            value = float(cleaned)
+        except ValueError:
+            raise PerflabError(f"{text!r} is not a number (answer for {question.key!r})") from None
+        if not math.isfinite(value):
+            raise PerflabError(f"{text!r} is not a finite number")
+        return value
+    if question.type == "choice":
+        for choice in question.choices:
+            if choice.lower() == text.lower():
+                return choice
+        raise PerflabError(f"{text!r} is not one of the choices: {', '.join(question.choices)}")
+    return text
+
+
+def grade(question: Any, raw: str, computed: Computed) -> Grade:
+    given = normalize(question, raw)
+    expected = computed.value
+    note = ""
+    if question.type == "number":
+        correct = abs(given - float(expected)) <= question.tolerance * abs(float(expected))
+        note = f"within ±{question.tolerance:.0%} of the computed value"
+    elif question.type == "text":
+        correct, note = _grade_text(given, str(expected), computed.alternatives)
+    else:
+        correct = str(given).lower() == str(expected).lower()
+    return Grade(question.key, raw.strip(), correct, computed, note)
+
+
+MIN_TEXT = 3
+
+
+def _grade_text(given: str, expected: str, alternatives: tuple[str, ...]) -> tuple[bool, str]:
+    """Case-insensitive substring of the expected name that singles it out among the alternatives."""
+    g, e = given.lower(), expected.lower()
+    if g == e:
+        return True, ""
+    if len(g) < MIN_TEXT or g not in e:
+        return False, ""
+    clash = [a for a in alternatives if g in a.lower()]
+    if clash:
+        return False, f"{given!r} also matches {clash[0][:80]!r}: give a more specific part of the name"
+    return True, ""

@@ -1,0 +1,94 @@
+"""Recording a puzzle's artifacts and verifying its fix check (scripts/record_artifacts.py, check_catalog_gpu.py).
+
+`verify` checks the shipped solution (must pass) and the starter (must fail); `record` profiles slow
+and solution and writes the artifacts folder that replay reads.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.puzzles import checker, replay, runner
+from perflab.puzzles.spec import Puzzle
+
+
+@dataclass
+class Verification:
+    solution: checker.CheckResult
+    starter: checker.CheckResult
+
+    @property
+    def ok(self) -> bool:
+        return self.solution.passed and not self.starter.passed
+
+    def problems(self) -> list[str]:
+        out = []
+        if not self.solution.passed:
+            out.append(f"solution fails its check ({why_failed(self.solution)})")
+        if self.starter.passed:
+            out.append("starter passes the check (the puzzle has nothing to fix)")
+        return out
+
+
+def why_failed(r: checker.CheckResult) -> str:
+    if not r.correctness.ok:
+        return f"incorrect: {r.correctness.message}"
+    if r.speed and not r.speed.passed:
+        return f"speed-up CI low {r.speed.ci_low:.2f} < bar {r.speed.bar:.2f}"
+    if r.evidence and not r.evidence.ok:
+        return f"{r.evidence.planted} still found"
+    return "passed"
+
+
+def verify(puzzle: Puzzle, device: str, workdir: Path, seed: int | None = None) -> Verification:
+    sol = checker.check(puzzle, puzzle.file("solution"), _mkdir(workdir / "check-solution"), device=device, seed=seed)
+    starter = checker.check(puzzle, puzzle.file("starter"), _mkdir(workdir / "check-starter"), device=device,
+                            seed=seed)
+    return Verification(sol, starter)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def measurements(v: Verification, profiled: dict[str, Any]) -> dict[str, Any]:
+    """measurements.json: the interleaved slow/solution timings of the solution's check, and both checks."""
+    sol = v.solution
+    speed = sol.speed.to_dict() if sol.speed else {}
+    return {
+        "slow": sol.slow, "solution": sol.fixed,
+        "speedup": {k: speed.get(k) for k in ("point", "ci_low", "ci_high", "bar", "n", "statistic", "confidence")},
+        "check": {"solution": _check_summary(sol), "starter": _check_summary(v.starter)},
+        "profiled": profiled,
+    }
+
+
+def _check_summary(r: checker.CheckResult) -> dict[str, Any]:
+    d = r.to_dict()
+    return {"passed": r.passed, "why": why_failed(r), "correctness": d["correctness"], "speed": d["speed"],
+            "evidence": d["evidence"]}
+
+
+def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str, *, force: bool = False,
+           seed: int | None = None) -> tuple[Verification, bool]:
+    """Profile slow and solution, verify the checks, and write the artifacts into dest.
+
+    Writes only when the solution passes and the starter fails, unless force. Returns (verification, written).
+    """
+    profiled = {}
+    for variant in replay.RECORDED_VARIANTS:
+        res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant), device=device,
+                                 command=command)
+        profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
+    v = verify(puzzle, device, workdir, seed)
+    if not (v.ok or force):
+        return v, False
+    dest.mkdir(parents=True, exist_ok=True)
+    for variant in replay.RECORDED_VARIANTS:
+        shutil.copyfile(replay.trace_file(workdir / variant, variant), replay.trace_file(dest, variant))
+    runner.write_json(dest / "measurements.json", measurements(v, profiled))
+    runner.write_json(dest / "manifest.json", runner.environment(command, device))
+    return v, True

@@ -1,0 +1,118 @@
+"""Recorded evidence: the artifacts of one recording, read lazily and once each.
+
+A recording is a folder with `manifest.json`, `<variant>.trace.json.gz` and `measurements.json`: the
+shipped `catalog/NN-slug/artifacts/` (replay) and a learner's `perflab-work/ID/runs/...` alike.
+Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError
+from perflab.puzzles.spec import Puzzle, display_path
+
+RECORDED_VARIANTS = ("slow", "solution")
+
+
+def trace_file(folder: Path, variant: str) -> Path:
+    return folder / f"{variant}.trace.json.gz"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise PerflabError(f"{display_path(path)}: unreadable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise PerflabError(f"{display_path(path)}: expected a JSON object")
+    return data
+
+
+def load_trace(path: Path) -> Any:
+    from perflab.trace.kineto import load
+
+    return load(path)
+
+
+def summarize(trace: Any) -> dict[str, Any]:
+    from perflab.analysis.summary import evidence_summary
+
+    return evidence_summary(trace)
+
+
+def diagnose(trace: Any) -> Any:
+    from perflab.doctor import diagnose as run_doctor
+
+    return run_doctor(trace)
+
+
+class Evidence:
+    """One recording's artifacts. Each trace is parsed once; summaries and doctor reports are cached."""
+
+    def __init__(self, folder: Path, puzzle_id: str = ""):
+        self.folder = Path(folder)
+        self.puzzle_id = puzzle_id
+        self._traces: dict[str, Any] = {}
+        self._summaries: dict[str, dict[str, Any]] = {}
+        self._reports: dict[str, Any] = {}
+
+    def manifest(self) -> dict[str, Any]:
+        return read_json(self.folder / "manifest.json")
+
+    def measurements(self) -> dict[str, Any]:
+        data = read_json(self.folder / "measurements.json")
+        if not data:
+            raise PerflabError(f"no measurements.json in {display_path(self.folder)}: {self._record_hint()}")
+        return data
+
+    def has(self, variant: str) -> bool:
+        return trace_file(self.folder, variant).is_file()
+
+    def trace_path(self, variant: str) -> Path:
+        path = trace_file(self.folder, variant)
+        if not path.is_file():
+            raise PerflabError(f"no recorded {variant} trace at {display_path(path)}: {self._record_hint()}")
+        return path
+
+    def trace(self, variant: str) -> Any:
+        if variant not in self._traces:
+            self._traces[variant] = load_trace(self.trace_path(variant))
+        return self._traces[variant]
+
+    def summary(self, variant: str) -> dict[str, Any]:
+        if variant not in self._summaries:
+            self._summaries[variant] = summarize(self.trace(variant))
+        return self._summaries[variant]
+
+    def report(self, variant: str) -> Any:
+        if variant not in self._reports:
+            self._reports[variant] = diagnose(self.trace(variant))
+        return self._reports[variant]
+
+    def _record_hint(self) -> str:
+        who = f" {self.puzzle_id}" if self.puzzle_id else ""
+        return f"record it on a GPU machine with `python3 scripts/record_artifacts.py{who}`"
+
+
+def recording(puzzle: Puzzle) -> Evidence:
+    """The shipped recording of a puzzle (what replay and the questions read)."""
+    return Evidence(puzzle.artifacts, puzzle.id)
+
+
+def _machine(manifest: dict[str, Any]) -> str:
+    if manifest.get("gpu"):
+        return str(manifest["gpu"])
+    return "the CPU" if manifest.get("device") == "cpu" else "an unknown GPU"
+
+
+def replay_label(manifest: dict[str, Any]) -> str:
+    date = str(manifest.get("date") or "an unknown date")[:10]
+    return f"REPLAY of a recording made on {_machine(manifest)} on {date}"
+
+
+def live_label(manifest: dict[str, Any]) -> str:
+    return f"LIVE run on {_machine(manifest)} (torch {manifest.get('torch', '?')})"

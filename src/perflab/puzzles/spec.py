@@ -1,0 +1,286 @@
+"""puzzle.toml: parse and validate. A broken file names the file and the field."""
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab.doctor.finding import TAXONOMY_IDS
+from perflab.errors import PerflabError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOOLS = ("torch-profiler", "ncu", "memory", "nvml")
+QUESTION_TYPES = ("taxonomy", "number", "text", "choice")
+VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "starter.py"}
+ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+DEFAULT_NUMBER_TOLERANCE = 0.1
+
+
+class SpecError(PerflabError):
+    """A puzzle.toml that does not follow the schema in docs/CONTRACTS.md."""
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str
+    prompt: str
+    type: str
+    analysis: str
+    args: dict[str, Any] = field(default_factory=dict)
+    tolerance: float = DEFAULT_NUMBER_TOLERANCE
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Requirements:
+    gpu: bool = True
+    min_cc: str = ""
+    gpus: int = 1
+    packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    warmup: int = 5
+    steps: int = 10
+    with_stack: bool = False
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    speedup: float = 1.5
+    planted: str = ""
+    rtol: float | None = None
+    atol: float | None = None
+    reps: int = 30
+
+
+@dataclass(frozen=True)
+class Puzzle:
+    id: str
+    title: str
+    level: int
+    order: int
+    story: str
+    question: str
+    look_at: str
+    folder: Path
+    source: Path
+    prerequisites: tuple[str, ...] = ()
+    seeds: tuple[str, ...] = ()
+    taxonomy: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
+    requirements: Requirements = Requirements()
+    profile: ProfileConfig = ProfileConfig()
+    check: CheckConfig = CheckConfig()
+    questions: tuple[Question, ...] = ()
+
+    @property
+    def artifacts(self) -> Path:
+        return self.folder / "artifacts"
+
+    def file(self, variant: str) -> Path:
+        """The shipped source of a variant: slow (workload.py), solution, starter."""
+        return self.folder / VARIANT_FILES[variant]
+
+    def find_question(self, key: str) -> Question:
+        for q in self.questions:
+            if q.key == key:
+                return q
+        raise PerflabError(f"puzzle {self.id} has no question {key!r}; keys: {', '.join(self.question_keys)}")
+
+    @property
+    def question_keys(self) -> list[str]:
+        return [q.key for q in self.questions]
+
+
+def display_path(path: Path) -> str:
+    """Relative to the working directory when below it (shorter error lines)."""
+    try:
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+class _Fields:
+    """Typed access to one TOML table; every failure names the file and the dotted field."""
+
+    def __init__(self, data: dict[str, Any], source: Path, prefix: str = ""):
+        self.data, self.source, self.prefix = data, source, prefix
+
+    def fail(self, name: str, what: str) -> SpecError:
+        return SpecError(f"{display_path(self.source)}: field '{self.prefix}{name}' {what}")
+
+    def reject_unknown(self, allowed: set[str]) -> None:
+        for name in self.data:
+            if name not in allowed:
+                raise self.fail(name, f"is not a known field (known: {', '.join(sorted(allowed))})")
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any = ..., what: str = "") -> Any:
+        if name not in self.data:
+            if default is ...:
+                raise self.fail(name, "is missing")
+            return default
+        value = self.data[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # bool is an int in Python; a level of `true` is still a mistake.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise self.fail(name, f"must be {what or _type_words(kinds)}")
+        return value
+
+    def text(self, name: str, default: Any = ...) -> str:
+        value = self.get(name, str, default, "a string")
+        if default is ... and not value.strip():
+            raise self.fail(name, "must not be empty")
+        return value
+
+    def int_in(self, name: str, lo: int, hi: int, default: Any = ...) -> int:
+        value = self.get(name, int, default, f"an int {lo}..{hi}")
+        if not lo <= value <= hi:
+            raise self.fail(name, f"must be an int {lo}..{hi}")
+        return value
+
+    def number(self, name: str, default: Any = ..., positive: bool = True) -> float | None:
+        value = self.get(name, (int, float), default, "a number")
+        if value is not None and positive and value <= 0:
+            raise self.fail(name, "must be a number > 0")
+        return None if value is None else float(value)
+
+    def strings(self, name: str, allowed: Any = None) -> tuple[str, ...]:
+        value = self.get(name, list, [], "a list of strings")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(f"{name}[{i}]", "must be a string")
+            if allowed is not None and item not in allowed:
+                raise self.fail(f"{name}[{i}]", f"{item!r} is not one of {_sample(allowed)}")
+        return tuple(value)
+
+    def table(self, name: str) -> _Fields:
+        return _Fields(self.get(name, dict, {}, "a table"), self.source, f"{self.prefix}{name}.")
+
+
+def _type_words(kinds: tuple[type, ...]) -> str:
+    words = {str: "a string", int: "an int", float: "a number", bool: "true or false",
+             list: "a list", dict: "a table"}
+    return " or ".join(words.get(k, k.__name__) for k in kinds)
+
+
+def _sample(allowed: Any) -> str:
+    items = sorted(allowed)
+    return ", ".join(items) if len(items) <= 8 else ", ".join(items[:8]) + ", ... (see TAXONOMY.md)"
+
+
+def load(path: Path) -> Puzzle:
+    """Read and validate one puzzle.toml (its folder holds the workload files)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{display_path(path)}: cannot read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{display_path(path)}: not valid TOML ({exc})") from None
+    return parse(data, path)
+
+
+def parse(data: dict[str, Any], source: Path) -> Puzzle:
+    f = _Fields(data, source)
+    f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
+                      "question", "look_at", "requirements", "profile", "check", "hints", "questions"})
+    pid = f.text("id")
+    if not ID_RE.match(pid):
+        raise f.fail("id", "must be lowercase letters, digits and dashes ([a-z0-9-]+)")
+    taxonomy = f.strings("taxonomy", TAXONOMY_IDS)
+    if not taxonomy:
+        raise f.fail("taxonomy", "must name at least one taxonomy id (the first is the planted one)")
+    check = _check(f.table("check"), taxonomy)
+    puzzle = Puzzle(
+        id=pid, title=f.text("title"), level=f.int_in("level", 1, 4), order=f.int_in("order", 0, 10**6),
+        story=f.text("story"), question=f.text("question"), look_at=f.text("look_at"),
+        folder=source.parent, source=source,
+        prerequisites=f.strings("prerequisites"), seeds=f.strings("seeds"), taxonomy=taxonomy,
+        tools=f.strings("tools", TOOLS), hints=f.strings("hints"),
+        requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
+        check=check, questions=_questions(f),
+    )
+    for variant in ("slow", "solution", "starter"):
+        if not puzzle.file(variant).is_file():
+            raise SpecError(f"{display_path(source)}: puzzle folder lacks {VARIANT_FILES[variant]}")
+    return puzzle
+
+
+def _requirements(t: _Fields) -> Requirements:
+    t.reject_unknown({"gpu", "min_cc", "gpus", "packages"})
+    min_cc = t.get("min_cc", str, "", "a string like \"8.0\"")
+    if min_cc and not re.match(r"^\d+\.\d+$", min_cc):
+        raise t.fail("min_cc", "must be a string like \"8.0\"")
+    return Requirements(gpu=t.get("gpu", bool, True), min_cc=min_cc, gpus=t.int_in("gpus", 1, 64, 1),
+                        packages=t.strings("packages"))
+
+
+def _profile(t: _Fields) -> ProfileConfig:
+    t.reject_unknown({"warmup", "steps", "with_stack"})
+    return ProfileConfig(warmup=t.int_in("warmup", 0, 1000, 5), steps=t.int_in("steps", 1, 1000, 10),
+                         with_stack=t.get("with_stack", bool, False))
+
+
+def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
+    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps"})
+    planted = t.get("planted", str, taxonomy[0])
+    if planted not in TAXONOMY_IDS:
+        raise t.fail("planted", f"{planted!r} is not a taxonomy id")
+    speedup = t.number("speedup", 1.5)
+    if speedup < 1.0:
+        raise t.fail("speedup", "must be >= 1.0 (the bar the fix's speed-up must clear)")
+    return CheckConfig(speedup=speedup, planted=planted, rtol=t.number("rtol", None), atol=t.number("atol", None),
+                       reps=t.int_in("reps", 5, 10_000, 30))
+
+
+def _questions(f: _Fields) -> tuple[Question, ...]:
+    from perflab.puzzles.questions import ANALYSES
+
+    raw = f.get("questions", list, [], "an array of tables ([[questions]])")
+    out: list[Question] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise f.fail(f"questions[{i}]", "must be a table")
+        q = _Fields(item, f.source, f"questions[{i}].")
+        q.reject_unknown({"key", "prompt", "type", "analysis", "args", "tolerance", "choices"})
+        key = q.text("key")
+        if not re.match(r"^[a-z0-9_-]+$", key):
+            raise q.fail("key", "must be lowercase letters, digits, '_' or '-'")
+        if key in (o.key for o in out):
+            raise q.fail("key", f"{key!r} is used by another question")
+        qtype = q.text("type")
+        if qtype not in QUESTION_TYPES:
+            raise q.fail("type", f"must be one of {', '.join(QUESTION_TYPES)}")
+        analysis = q.text("analysis")
+        if analysis not in ANALYSES:
+            raise q.fail("analysis", f"{analysis!r} is not a known analysis ({', '.join(sorted(ANALYSES))})")
+        args = q.get("args", dict, {}, "a table")
+        _check_args(q, analysis, args, ANALYSES[analysis])
+        choices = q.strings("choices")
+        if qtype == "choice" and not choices:
+            raise q.fail("choices", "must list the choices of a 'choice' question")
+        tolerance = q.number("tolerance", DEFAULT_NUMBER_TOLERANCE)
+        out.append(Question(key=key, prompt=q.text("prompt"), type=qtype, analysis=analysis, args=dict(args),
+                            tolerance=tolerance, choices=choices))
+    return tuple(out)
+
+
+def _check_args(q: _Fields, analysis: str, args: dict[str, Any], fn: Any) -> None:
+    try:
+        inspect.signature(fn).bind(None, **args)
+    except TypeError as exc:
+        raise q.fail("args", f"do not fit analysis {analysis!r}: {exc}") from None
+    variant = args.get("variant", "slow")
+    if variant not in ("slow", "solution"):
+        raise q.fail("args.variant", "must be 'slow' or 'solution' (the recorded variants)")

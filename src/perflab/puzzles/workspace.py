@@ -1,0 +1,59 @@
+"""The learner's workspace: ./perflab-work/ID/ with fix.py and runs/<timestamp>-<variant>/."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.paths import workspace_dir
+from perflab.puzzles.spec import Puzzle, display_path
+
+
+def puzzle_dir(puzzle: Puzzle) -> Path:
+    return workspace_dir() / puzzle.id
+
+
+def fix_path(puzzle: Puzzle) -> Path:
+    return puzzle_dir(puzzle) / "fix.py"
+
+
+def start(puzzle: Puzzle) -> tuple[Path, bool]:
+    """Copy the starter to fix.py. Never overwrites: returns (path, created)."""
+    dest = fix_path(puzzle)
+    if dest.exists():
+        return dest, False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(puzzle.file("starter"), dest)
+    return dest, True
+
+
+def variant_source(puzzle: Puzzle, variant: str, fix: Path | None = None) -> Path:
+    """The file a variant runs: workload.py, solution.py, or the learner's fix (variant `mine`)."""
+    if variant == "mine":
+        path = fix or fix_path(puzzle)
+        if not path.is_file():
+            raise PerflabError(f"no fix at {display_path(path)}: run `perflab start {puzzle.id}` first, "
+                               "or give --fix PATH")
+        return path
+    if variant not in ("slow", "solution", "starter"):
+        raise PerflabError(f"unknown variant {variant!r}: use slow, solution or mine")
+    return puzzle.file(variant)
+
+
+def new_run_dir(puzzle: Puzzle, variant: str, now: float | None = None) -> Path:
+    """runs/<YYYYmmdd-HHMMSS>[.NNN]-<variant>/: the counter keeps runs of the same second apart and in order,
+    so the names sort by time."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    runs = puzzle_dir(puzzle) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    for n in range(1000):
+        prefix = stamp if n == 0 else f"{stamp}.{n:03d}"
+        if any(p.name.startswith(prefix + "-") for p in runs.iterdir()):
+            continue
+        try:
+            (path := runs / f"{prefix}-{variant}").mkdir()
+            return path
+        except FileExistsError:  # another perflab took it a moment ago
+            continue
+    raise PerflabError(f"cannot make a run folder under {display_path(runs)}")

@@ -1,0 +1,171 @@
+"""Run a program under Nsight Compute with perflab's defaults and export the raw page as CSV.
+
+Defaults: `--clock-control none` always (the card's clocks are never touched), `--set full`, a few
+launches of the chosen kernels, NVTX capture (the doctor reads GEMM shapes from NVTX ranges), plus
+the extra metrics the doctor's rules and the roofline need, filtered against what this ncu offers.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from perflab.errors import PerflabError
+
+# Metrics beyond `--set full` that the rules and the roofline read (each rule says why it reads what).
+EXTRA_METRICS = (
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum", "dram__bytes_write.sum",
+    "lts__t_bytes.sum", "l1tex__t_bytes.sum",
+    "lts__t_sector_hit_rate.pct", "lts__t_sector_op_read_hit_rate.pct",
+    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum", "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__sass_thread_inst_executed_op_hadd_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_hmul_pred_on.sum", "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_dadd_pred_on.sum", "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    "sm__inst_executed_pipe_tensor.sum",
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum", "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp8.sum", "sm__ops_path_tensor_src_fp8_dst_fp16.sum",
+    "sm__ops_path_tensor_src_fp8_dst_fp32.sum", "sm__ops_path_tensor_src_fp64.sum",
+    "sm__ops_path_tensor_src_int8.sum",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum",
+    "smsp__sass_inst_executed_op_local_ld.sum", "smsp__sass_inst_executed_op_local_st.sum",
+    "smsp__sass_inst_executed_op_global_ld.sum", "smsp__sass_inst_executed_op_global_st.sum",
+    "smsp__sass_inst_executed_op_global_atom.sum", "smsp__sass_inst_executed_op_global_red.sum",
+    "smsp__inst_executed.sum",
+    "smsp__thread_inst_executed_per_inst_executed.ratio",
+    "smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct",
+    "smsp__warp_issue_stalled_membar_per_warp_active.pct",
+    "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct",
+    "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
+    "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
+    "lts__t_sectors_op_atom.sum", "lts__t_sectors_op_red.sum",
+)
+
+NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu")
+
+
+@dataclass
+class NcuRun:
+    report: Path
+    csv: Path | None
+    command: list[str]
+
+
+def _version_key(path: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[./-]", path))
+
+
+def find_ncu() -> Path:
+    """ncu on PATH, else the newest under /opt/nvidia/nsight-compute/*/; one-line error if absent."""
+    found = shutil.which("ncu")
+    if found:
+        return Path(found)
+    for pattern in NCU_GLOBS:
+        hits = sorted((h for h in glob.glob(pattern) if os.access(h, os.X_OK)), key=_version_key)
+        if hits:
+            return Path(hits[-1])
+    raise PerflabError("Nsight Compute (ncu) not found on PATH or under /opt/nvidia/nsight-compute/*/: "
+                       "install Nsight Compute or add its folder to PATH")
+
+
+def parse_query_metrics(text: str) -> set[str]:
+    """Base metric names from `ncu --query-metrics` output (first column of each metric line)."""
+    names = set()
+    for line in text.splitlines():
+        m = re.match(r"\s*([a-z0-9]+__[A-Za-z0-9_]+)\s", line)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def available_metrics(ncu: Path) -> set[str] | None:
+    try:
+        proc = subprocess.run([str(ncu), "--query-metrics"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = parse_query_metrics(proc.stdout)
+    return names or None
+
+
+def filter_metrics(metrics: tuple[str, ...], available: set[str] | None) -> list[str]:
+    """Keep the metrics whose base name this ncu knows (all of them when the query failed)."""
+    if available is None:
+        return list(metrics)
+    return [m for m in metrics if m.split(".", 1)[0] in available]
+
+
+def build_command(ncu: Path, out_base: Path, program: list[str], *, kernel: str | None = None,
+                  section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
+                  metrics: list[str] | None = None, nvtx: bool = True) -> list[str]:
+    cmd = [str(ncu), "--clock-control", "none", "--set", section_set, "--target-processes", "all",
+           "--launch-count", str(launch_count), "-f", "-o", str(out_base)]
+    if launch_skip:
+        cmd += ["--launch-skip", str(launch_skip)]
+    if kernel:
+        cmd += ["--kernel-name", f"regex:{kernel}"]
+    if nvtx:
+        cmd += ["--nvtx"]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
+    return cmd + list(program)
+
+
+def export_csv_command(ncu: Path, report: Path) -> list[str]:
+    return [str(ncu), "--import", str(report), "--page", "raw", "--csv"]
+
+
+def export_csv(ncu: Path, report: Path, csv_path: Path) -> Path:
+    proc = subprocess.run(export_csv_command(ncu, report), capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise PerflabError(f"ncu could not export {report} as CSV: {_last_line(proc.stderr or proc.stdout)}")
+    csv_path.write_text(proc.stdout)
+    return csv_path
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def profile(program: list[str], *, out_dir: Path, name: str | None = None, kernel: str | None = None,
+            section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
+            extra_metrics: bool = True) -> NcuRun:
+    """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV."""
+    if not program:
+        raise PerflabError("nothing to profile: give the program after `--`, e.g. perflab ncu -- python script.py")
+    ncu = find_ncu()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(program[-1] if len(program) > 1 else program[0]).stem) or "profile"
+    out_base = out_dir / name
+    metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu)) if extra_metrics else []
+    cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
+                        launch_count=launch_count, launch_skip=launch_skip, metrics=metrics)
+    report = out_base.with_suffix(".ncu-rep")
+    report.unlink(missing_ok=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if not report.exists() and metrics:  # an extra metric this ncu rejects must not cost the profile
+        cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
+                            launch_count=launch_count, launch_skip=launch_skip, metrics=None)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if not report.exists():
+        errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]
+        raise PerflabError(f"ncu wrote no report (exit {proc.returncode}): "
+                           f"{_last_line(chr(10).join(errors) or proc.stderr or proc.stdout)}")
+    csv_path = export_csv(ncu, report, out_base.with_suffix(".csv"))
+    return NcuRun(report=report, csv=csv_path, command=cmd)

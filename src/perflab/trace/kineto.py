@@ -1,0 +1,191 @@
+"""Read PyTorch profiler (Kineto) traces: a .json / .json.gz file, or a folder of per-rank traces."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from perflab.errors import UnreadableInput
+from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
+from perflab.trace.kineto_events import ColumnBuilder
+from perflab.trace.model import GPU_WORK_KINDS, Trace
+from perflab.trace.sniff import KINETO, open_binary, sniff
+
+BLOCK_SIZE = 32 << 20
+# Below this size an unusual document (NaN literals, odd layout) is re-read whole by the stdlib.
+_WHOLE_DOCUMENT_LIMIT = 256 << 20
+
+
+def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
+    """Load one Kineto trace file. Raises UnreadableInput with a one-line reason."""
+    path = Path(path)
+    if path.is_dir():
+        raise UnreadableInput(f"{path} is a folder: use load_ranks() for a folder of per-rank traces")
+    if not path.exists():
+        raise UnreadableInput(f"{path}: no such file")
+    builder = ColumnBuilder()
+    try:
+        with open_binary(path) as fh, _no_gc():
+            stream = EventStream(fh, block_size)
+            for _ in stream.blocks(builder.add_raw):
+                pass
+            meta_doc = _decode_metadata(stream.metadata_document())
+    except NotATrace:
+        raise UnreadableInput(f"{path}: not a Kineto trace (no top-level traceEvents array); "
+                              "give a PyTorch profiler trace (.json or .json.gz)") from None
+    except LayoutError as exc:
+        builder, meta_doc = _load_whole_document(path, exc)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
+    return _assemble(builder, meta_doc, path)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """Bulk decoding allocates millions of acyclic objects; cycle collection only slows it down."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def load_ranks(path: str | Path, *, block_size: int = BLOCK_SIZE) -> list[Trace]:
+    """One trace per rank (rank from distributedInfo.rank), sorted by rank."""
+    path = Path(path)
+    if not path.is_dir():
+        return [load(path, block_size=block_size)]
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    traces: dict[int, Trace] = {}
+    reasons = []
+    for f in files:
+        try:
+            if sniff(f) != KINETO:
+                continue
+            trace = load(f, block_size=block_size)
+        except UnreadableInput as exc:
+            reasons.append(str(exc))
+            continue
+        previous = traces.get(trace.rank)
+        if previous is None or f.stat().st_mtime >= Path(previous.meta["path"]).stat().st_mtime:
+            if previous is not None:
+                trace.meta.setdefault("replaced", []).append(previous.meta["path"])
+            traces[trace.rank] = trace
+    if not traces:
+        why = f" ({reasons[0]})" if reasons else ""
+        raise UnreadableInput(f"{path}: no readable Kineto trace in this folder{why}")
+    return [traces[r] for r in sorted(traces)]
+
+
+def _decode_metadata(doc: bytes) -> dict[str, Any]:
+    try:
+        meta = msgspec.json.decode(doc)
+    except msgspec.DecodeError:
+        try:
+            meta = json.loads(doc)
+        except ValueError:
+            return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _load_whole_document(path: Path, cause: LayoutError) -> tuple[ColumnBuilder, dict]:
+    """Fallback for documents the streaming cutter cannot handle: the stdlib also reads NaN/Infinity."""
+    try:
+        with open_binary(path) as fh:
+            data = fh.read(_WHOLE_DOCUMENT_LIMIT + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
+    if len(data) > _WHOLE_DOCUMENT_LIMIT:
+        raise UnreadableInput(f"{path}: invalid trace JSON near byte {cause.offset}: {cause}") from None
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise UnreadableInput(f"{path}: invalid JSON ({_short(exc)}); is the file complete?") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise UnreadableInput(f"{path}: not a Kineto trace (no top-level traceEvents array)")
+    builder = ColumnBuilder()
+    builder.add_dicts(doc.pop("traceEvents"))
+    return builder, doc
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> Trace:
+    columns, flows = builder.finish()
+    ts, dur = columns["ts"], columns["dur"]
+    valid = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    dropped = int(valid.size - np.count_nonzero(valid))
+    first_row_kept = bool(builder.first_event_is_complete) and valid.size > 0 and bool(valid[0])
+    if dropped:
+        columns = {k: v[valid] for k, v in columns.items()}
+    if columns["ts"].size == 0:
+        what = "no events" if builder.n_events == 0 else "no complete events with a time and duration"
+        raise UnreadableInput(f"{path}: the trace has {what} (empty trace)")
+    meta = _metadata(meta_doc, path)
+    meta.update(
+        ts_is_float=builder.ts_is_float,
+        first_event_row=0 if first_row_kept else None,
+        dropped_events=dropped,
+        n_events=builder.n_events,
+        pid_names={-2 - i: name for i, name in enumerate(builder.pid_names.table())},
+    )
+    trace = Trace(
+        names=builder.names.table(), cats=builder.cats.table(), shapes=builder.shapes.text_table(),
+        dtypes=builder.dtypes.text_table(), flows=flows, meta=meta, **columns,
+    )
+    trace.meta["device_name"] = _device_name(trace)
+    return trace
+
+
+def _metadata(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    props = doc.get("deviceProperties") if isinstance(doc.get("deviceProperties"), list) else []
+    return {
+        "path": str(path),
+        "schema_version": doc.get("schemaVersion"),
+        "rank": _int_or(dist.get("rank"), 0),
+        "world_size": _int_or(dist.get("world_size"), 1),
+        "backend": dist.get("backend"),
+        "device_properties": [p for p in props if isinstance(p, dict)],
+        "base_time_ns": doc.get("baseTimeNanoseconds"),
+        "trace_name": doc.get("traceName"),
+    }
+
+
+def _int_or(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return default
+
+
+def _device_name(trace: Trace) -> str:
+    gpu = np.isin(trace.kind, GPU_WORK_KINDS)
+    if not gpu.any():
+        return "CPU only (no GPU events)"
+    devices = trace.device[gpu]
+    devices = devices[devices >= 0]
+    main = int(np.bincount(devices).argmax()) if devices.size else 0
+    props = trace.meta.get("device_properties") or []
+    for p in props:
+        if _int_or(p.get("id"), -1) == main and p.get("name"):
+            return str(p["name"])
+    named = [str(p["name"]) for p in props if p.get("name")]
+    return named[0] if named else "unknown GPU"

@@ -1,0 +1,301 @@
+"""Decode blocks of Kineto events into columns.
+
+msgspec decodes each block into small typed structs that keep only the fields the analyses need
+(unknown keys are skipped without building Python objects); the structs are turned into numpy
+columns at once and dropped, so memory stays bounded by the block size. Events that do not match
+the expected types (a string where a number belongs, null, ...) go through a tolerant path that
+coerces field by field.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from itertools import compress, count
+from operator import attrgetter
+from typing import Any, Optional, Union
+
+import msgspec
+import numpy as np
+
+from perflab.trace.model import KERNEL, MEMCPY, MEMSET, CPU_OP, kind_of_category
+
+Num = Union[int, float, str]
+NAN = float("nan")
+
+
+class Args(msgspec.Struct, gc=False):
+    stream: Num = -1
+    device: Num = -1
+    correlation: Num = -1
+    external_id: Num = msgspec.field(name="External id", default=-1)
+    bytes: Num = NAN
+    grid: Optional[list[int]] = None
+    block: Optional[list[int]] = None
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: Num = NAN
+    dur: Num = NAN
+    pid: Union[int, str] = -1
+    tid: Union[int, str] = -1
+    id: Union[int, str] = -1
+    bp: str = ""
+    args: Args = msgspec.field(default_factory=Args)
+
+
+block_decoder = msgspec.json.Decoder(list[Event])
+_loose_decoder = msgspec.json.Decoder(list[Any])
+
+_NO_ARGS = Args()
+_PH_CODE = defaultdict(lambda: 9, {"X": 0, "s": 1, "f": 2, "t": 3})
+
+
+class _Interner(dict):
+    """str -> dense int id, assigned in order of first appearance."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next = count().__next__
+
+    def __missing__(self, key):
+        value = self[key] = self._next()
+        return value
+
+    def table(self) -> list:
+        return list(self.keys())
+
+    def text_table(self) -> list[str]:
+        return [k.decode("utf-8", "replace") if isinstance(k, bytes) else k for k in self.keys()]
+
+
+def _to_float(v: Any) -> float:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return NAN
+    return NAN
+
+
+def _to_int(v: Any, default: int = -1) -> int:
+    """HTA's convention: int(value) if that works, else the default."""
+    try:
+        if isinstance(v, float) and not math.isfinite(v):
+            return default
+        out = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return out if -(1 << 63) <= out < (1 << 63) else default
+
+
+def _column(values: list, dtype, convert) -> np.ndarray:
+    try:
+        return np.fromiter(values, dtype=dtype, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        native = int if np.issubdtype(dtype, np.integer) else float
+        fixed = [v if type(v) is native else convert(v) for v in values]
+        return np.fromiter(fixed, dtype=dtype, count=len(values))
+
+
+def _dims_product(dims: list[int] | None) -> int:
+    if not dims:
+        return -1
+    out = math.prod(dims)
+    return out if 0 <= out < (1 << 62) else -1
+
+
+class ColumnBuilder:
+    """Accumulates decoded blocks; `finish()` returns the columns and string tables."""
+
+    def __init__(self) -> None:
+        self.names = _Interner()
+        self.cats = _Interner()
+        self.shapes = _Interner()
+        self.dtypes = _Interner()
+        self.pid_names = _Interner()
+        self.parts: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.flow_parts: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.ts_is_float = False  # HTA rounds all times when any ts is fractional or missing
+        self.first_event_is_complete: bool | None = None
+        self.n_events = 0
+        self._kind_of_cat: list[int] = []
+
+    # -- pid/tid may be strings in Chrome traces ("Spans"): give those negative ids
+    def _pid(self, v: Any) -> int:
+        if isinstance(v, str):
+            try:
+                return int(v)
+            except ValueError:
+                return -2 - self.pid_names[v]
+        return _to_int(v)
+
+    def add_raw(self, raw: bytes | memoryview) -> None:
+        """Decode one JSON array of events and add it."""
+        try:
+            events = block_decoder.decode(raw)
+        except msgspec.ValidationError:
+            events = [loose_event(e) for e in _loose_decoder.decode(raw)]
+        self.add(events)
+
+    def add_dicts(self, items: list) -> None:
+        self.add([loose_event(e) for e in items])
+
+    def add(self, events: list[Event]) -> None:
+        n = len(events)
+        if n == 0:
+            return
+        if self.first_event_is_complete is None:
+            self.first_event_is_complete = events[0].ph == "X"
+        self.n_events += n
+        if not self.ts_is_float:
+            kinds = set(map(type, map(attrgetter("ts"), events)))
+            self.ts_is_float = bool(kinds - {int})
+        phase = np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), events)), np.int8, n)
+        self._add_complete(list(compress(events, (phase == 0).tolist())))
+        flows = list(compress(events, ((phase == 1) | (phase == 2) | (phase == 3)).tolist()))
+        if flows:
+            self._add_flows(flows)
+
+    def _add_complete(self, ev: list[Event]) -> None:
+        n = len(ev)
+        if n == 0:
+            return
+        p = self.parts
+        cat_ids = np.fromiter(map(self.cats.__getitem__, map(attrgetter("cat"), ev)), np.int32, n)
+        while len(self._kind_of_cat) < len(self.cats):
+            self._kind_of_cat.append(kind_of_category(self.cats.table()[len(self._kind_of_cat)]))
+        kind = np.asarray(self._kind_of_cat, dtype=np.int8)[cat_ids]
+        p["cat"].append(cat_ids.astype(np.int16))
+        p["kind"].append(kind)
+        p["name"].append(np.fromiter(map(self.names.__getitem__, map(attrgetter("name"), ev)), np.int32, n))
+        p["ts"].append(_column(list(map(attrgetter("ts"), ev)), np.float64, _to_float))
+        p["dur"].append(_column(list(map(attrgetter("dur"), ev)), np.float64, _to_float))
+        p["pid"].append(_column(list(map(attrgetter("pid"), ev)), np.int64, self._pid))
+        p["tid"].append(_column(list(map(attrgetter("tid"), ev)), np.int64, self._pid))
+        args = list(map(attrgetter("args"), ev))
+        for col in ("stream", "device", "correlation", "external_id"):
+            p[col].append(_column(list(map(attrgetter(col), args)), np.int64, _to_int))
+
+        is_gpu = (kind == KERNEL) | (kind == MEMCPY) | (kind == MEMSET)
+        p["nbytes"].append(self._sparse(args, is_gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
+        p["grid"].append(self._sparse(args, kind == KERNEL, "grid", np.int64, -1, _dims_product))
+        p["block"].append(self._sparse(args, kind == KERNEL, "block", np.int64, -1, _dims_product))
+        on_cpu = kind == CPU_OP
+        p["shape"].append(self._sparse(args, on_cpu, "input_dims", np.int32, -1, self._raw_id(self.shapes)))
+        p["dtype"].append(self._sparse(args, on_cpu, "input_type", np.int32, -1, self._raw_id(self.dtypes)))
+
+    @staticmethod
+    def _raw_id(table: _Interner):
+        def convert(raw: msgspec.Raw) -> int:
+            text = bytes(raw)
+            return table[text] if text else -1
+        return convert
+
+    @staticmethod
+    def _sparse(args: list[Args], mask: np.ndarray, field: str, dtype, fill, convert) -> np.ndarray:
+        """A column filled only where mask holds (the field is meaningless elsewhere)."""
+        out = np.full(len(args), fill, dtype=dtype)
+        rows = np.flatnonzero(mask)
+        if rows.size:
+            getter = attrgetter(field)
+            values = [getter(args[i]) for i in rows.tolist()]
+            out[rows] = np.fromiter(map(convert, values), dtype=dtype, count=len(values))
+        return out
+
+    def _add_flows(self, ev: list[Event]) -> None:
+        n = len(ev)
+        f = self.flow_parts
+        f["id"].append(_column(list(map(attrgetter("id"), ev)), np.int64, _to_int))
+        f["ts"].append(_column(list(map(attrgetter("ts"), ev)), np.float64, _to_float))
+        f["pid"].append(_column(list(map(attrgetter("pid"), ev)), np.int64, self._pid))
+        f["tid"].append(_column(list(map(attrgetter("tid"), ev)), np.int64, self._pid))
+        f["phase"].append(np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), ev)), np.int8, n))
+        f["cat"].append(np.fromiter(map(self.cats.__getitem__, map(attrgetter("cat"), ev)), np.int32, n))
+
+    def finish(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,
+                 "pid": np.int64, "tid": np.int64, "stream": np.int64, "device": np.int64,
+                 "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
+                 "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32}
+        columns = {}
+        for key, dtype in empty.items():
+            parts = self.parts.pop(key, [])
+            columns[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        flow_types = {"id": np.int64, "ts": np.float64, "pid": np.int64, "tid": np.int64,
+                      "phase": np.int8, "cat": np.int32}
+        flows = {}
+        for key, dtype in flow_types.items():
+            parts = self.flow_parts.pop(key, [])
+            flows[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        return columns, flows
+
+
+def loose_event(item: Any) -> Event:
+    """Build an Event from an arbitrary decoded JSON value, coercing what can be coerced."""
+    if not isinstance(item, dict):
+        return Event(ph="?")
+    raw_args = item.get("args")
+    args = _NO_ARGS
+    if isinstance(raw_args, dict):
+        args = Args(
+            stream=_scalar(raw_args.get("stream"), -1), device=_scalar(raw_args.get("device"), -1),
+            correlation=_scalar(raw_args.get("correlation"), -1),
+            external_id=_scalar(raw_args.get("External id"), -1),
+            bytes=_scalar(raw_args.get("bytes"), NAN),
+            grid=_int_list(raw_args.get("grid")), block=_int_list(raw_args.get("block")),
+            input_dims=_raw(raw_args.get("Input Dims")), input_type=_raw(raw_args.get("Input type")),
+        )
+    return Event(
+        ph=_text(item.get("ph")), cat=_text(item.get("cat")), name=_text(item.get("name")),
+        ts=_scalar(item.get("ts"), NAN), dur=_scalar(item.get("dur"), NAN),
+        pid=_id(item.get("pid")), tid=_id(item.get("tid")), id=_id(item.get("id")),
+        bp=_text(item.get("bp")), args=args,
+    )
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else str(v)
+
+
+def _scalar(v: Any, default):
+    if isinstance(v, bool) or v is None:
+        return default
+    if isinstance(v, (int, float, str)):
+        return v
+    return default
+
+
+def _id(v: Any):
+    if isinstance(v, bool) or v is None:
+        return -1
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return _to_int(v)
+    return str(v)
+
+
+def _int_list(v: Any) -> list[int] | None:
+    if not isinstance(v, list):
+        return None
+    return [_to_int(x, 0) for x in v]
+
+
+def _raw(v: Any) -> msgspec.Raw:
+    if v is None:
+        return msgspec.Raw(b"")
+    try:
+        return msgspec.Raw(msgspec.json.encode(v))
+    except (TypeError, ValueError, OverflowError):
+        return msgspec.Raw(b"")

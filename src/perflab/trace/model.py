@@ -1,0 +1,96 @@
+"""The columnar trace model every reader produces and every analysis consumes.
+
+One row per complete ("X") event, in file order. Strings (names, categories) are stored once in
+tables and referenced by integer ids; every other column is a numpy array of the same length.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+# Event kinds, derived from the Kineto category.
+CPU_OP, USER_ANNOTATION, PYTHON, RUNTIME, KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION, SYNC, OTHER = range(10)
+KIND_NAMES = ("cpu_op", "user_annotation", "python_function", "runtime", "kernel", "memcpy", "memset",
+              "gpu_user_annotation", "cuda_sync", "other")
+GPU_WORK_KINDS = (KERNEL, MEMCPY, MEMSET)
+HOST_KINDS = (CPU_OP, USER_ANNOTATION, PYTHON, RUNTIME)
+
+_KIND_BY_CAT = {
+    "cpu_op": CPU_OP, "operator": CPU_OP,
+    "user_annotation": USER_ANNOTATION, "python_function": PYTHON,
+    "cuda_runtime": RUNTIME, "cuda_driver": RUNTIME, "runtime": RUNTIME, "hip_runtime": RUNTIME,
+    "kernel": KERNEL, "Kernel": KERNEL, "mtia_ccp_events": KERNEL,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+    "gpu_user_annotation": GPU_ANNOTATION, "cuda_sync": SYNC,
+}
+
+
+def kind_of_category(cat: str) -> int:
+    return _KIND_BY_CAT.get(cat, OTHER)
+
+
+STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+
+@dataclass
+class Trace:
+    """One rank's trace. Times are in microseconds as written in the file (not rebased)."""
+
+    names: list[str]
+    cats: list[str]
+    cat: np.ndarray          # int16, index into cats
+    kind: np.ndarray         # int8, one of the kinds above
+    name: np.ndarray         # int32, index into names
+    ts: np.ndarray           # float64 µs
+    dur: np.ndarray          # float64 µs (NaN where absent)
+    pid: np.ndarray          # int64 (string pids get negative ids, see meta["pid_names"])
+    tid: np.ndarray          # int64
+    stream: np.ndarray       # int64, -1 where absent or not an integer (HTA's convention)
+    device: np.ndarray       # int64, -1 where absent
+    correlation: np.ndarray  # int64, -1 where absent
+    external_id: np.ndarray  # int64, -1 where absent
+    nbytes: np.ndarray       # float64, NaN where absent (memcpy/memset "bytes")
+    grid: np.ndarray         # int64, product of the grid dims, -1 where absent
+    block: np.ndarray        # int64, product of the block dims, -1 where absent
+    shape: np.ndarray        # int32, index into shapes ("Input Dims" JSON text), -1 where absent
+    dtype: np.ndarray        # int32, index into dtypes ("Input type" JSON text), -1 where absent
+    shapes: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    flows: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.cached("end", lambda: self.ts + self.dur)
+
+    @property
+    def rank(self) -> int:
+        return int(self.meta.get("rank", 0))
+
+    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+        """Memoize a derived value on the trace (analyses are pure functions of the trace)."""
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    def name_of(self, row: int) -> str:
+        return self.names[int(self.name[row])]
+
+    def name_table_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
+        """Boolean per row: predicate evaluated once per distinct name."""
+        table = np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
+        return table[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
+
+    def is_kind(self, *kinds: int) -> np.ndarray:
+        return np.isin(self.kind, kinds)
+
+    def rows(self, mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask)

@@ -1,0 +1,448 @@
+"""Nsight Compute reports -> one model: per kernel its launch facts and every metric in base units.
+
+Two sources, one model:
+- a `.ncu-rep` (optionally gzip-compressed) through NVIDIA's `ncu_report` module: the `ncu-report`
+  PyPI package, or the `extras/python/` folder of an Nsight Compute install (located, not assumed);
+- the raw page exported as CSV (`ncu --import X.ncu-rep --page raw --csv`), also optionally gzipped.
+Metrics are stored by their full ncu name (`dram__bytes_read.sum`) with values normalized to base
+units (seconds, bytes, bytes/second, hertz; `%` stays percent). Missing metrics are simply absent:
+`KernelProfile.get` returns None and the rules degrade instead of crashing.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import gzip
+import importlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import UnreadableInput
+
+REP_MAGIC = b"NVR\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+CSV_ID_COLUMNS = ("ID", "Kernel Name")
+
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "u": 1e-6, "n": 1e-9, "p": 1e-12}
+_SECOND = {"s", "second", "seconds", "sec"}
+_BASES = {"byte", "bytes", "hz", "cycle", "cycles", "inst", "sector", "sectors", "warp", "thread", "block",
+          "register", "request", "requests", "pass", "flop", "op", "ops", "branches", "cluster", "sample"} | _SECOND
+
+
+def _part_factor(part: str) -> tuple[float, str]:
+    """('Gbyte') -> (1e9, 'byte'); ('nsecond') -> (1e-9, 'second'); unknown parts pass through."""
+    p = part.strip()
+    for prefix in ("", *(k for k in _PREFIX if k)):
+        if prefix and not p.startswith(prefix):
+            continue
+        base = p[len(prefix):]
+        if base.lower() in _BASES and (base.lower() != "s" or prefix or p == "s"):
+            canon = "second" if base.lower() in _SECOND else ("hz" if base.lower() == "hz" else base)
+            return _PREFIX[prefix], canon
+    return 1.0, p
+
+
+def normalize_unit(unit: str) -> tuple[float, str]:
+    """Factor to multiply a value by, and the base unit: 'usecond' -> (1e-6, 'second'),
+    'Gbyte/s' -> (1e9, 'byte/second'), 'cycle/nsecond' -> (1e9, 'cycle/second'), '%' -> (1, '%')."""
+    unit = (unit or "").strip()
+    if not unit or unit == "%":
+        return 1.0, unit
+    parts = unit.split("/")
+    factor, names = 1.0, []
+    for i, part in enumerate(parts):
+        f, name = _part_factor(part)
+        factor = factor * f if i == 0 else factor / f
+        names.append(name)
+    return factor, "/".join(names)
+
+
+def parse_number(text: str) -> float | None:
+    t = text.strip().replace(",", "")
+    if not t or t.lower() in {"n/a", "nan", "-", "no data"}:
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _triplet(value: Any) -> tuple[int, int, int] | None:
+    if value is None:
+        return None
+    nums = [int(float(x)) for x in re.findall(r"\d+(?:\.\d+)?", str(value).replace(",", ""))]
+    if len(nums) == 3:
+        return nums[0], nums[1], nums[2]
+    if len(nums) == 1:
+        return nums[0], 1, 1
+    return None
+
+
+@dataclass
+class KernelProfile:
+    """One profiled kernel launch."""
+
+    index: int
+    name: str                                   # function name, no parameters
+    full_name: str                              # demangled, with parameters when known
+    metrics: dict[str, Any] = field(default_factory=dict)   # numbers in base units, or strings
+    units: dict[str, str] = field(default_factory=dict)      # base unit per metric
+    nvtx: list[str] = field(default_factory=list)            # NVTX ranges open at launch
+
+    def get(self, name: str, default: float | None = None) -> float | None:
+        v = self.metrics.get(name)
+        return float(v) if isinstance(v, (int, float)) else default
+
+    def first(self, *names: str) -> float | None:
+        """The first of `names` that the report has (metric names changed across ncu versions)."""
+        for n in names:
+            v = self.get(n)
+            if v is not None:
+                return v
+        return None
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.get("gpu__time_duration.sum")
+
+    @property
+    def grid(self) -> tuple[int, int, int] | None:
+        dims = [self.get(f"launch__grid_dim_{a}") for a in "xyz"]
+        if all(d is not None for d in dims):
+            return tuple(int(d) for d in dims)  # type: ignore[return-value]
+        return _triplet(self.metrics.get("Grid Size") or self.metrics.get("launch__grid_size"))
+
+    @property
+    def block(self) -> tuple[int, int, int] | None:
+        dims = [self.get(f"launch__block_dim_{a}") for a in "xyz"]
+        if all(d is not None for d in dims):
+            return tuple(int(d) for d in dims)  # type: ignore[return-value]
+        return _triplet(self.metrics.get("Block Size") or self.metrics.get("launch__block_size"))
+
+    @property
+    def registers(self) -> int | None:
+        v = self.get("launch__registers_per_thread")
+        return int(v) if v is not None else None
+
+    @property
+    def shared_mem_bytes(self) -> int | None:
+        parts = [self.get("launch__shared_mem_per_block_static"), self.get("launch__shared_mem_per_block_dynamic")]
+        if all(p is None for p in parts):
+            return None
+        return int(sum(p or 0 for p in parts))
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "grid": self.grid, "block": self.block, "registers": self.registers,
+                "shared_mem_bytes": self.shared_mem_bytes, "duration_us": _us(self.duration_s)}
+
+
+def _us(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e6, 3)
+
+
+@dataclass
+class NcuProfile:
+    path: str
+    source: str                     # "ncu_report" | "csv"
+    kernels: list[KernelProfile]
+
+    @property
+    def device(self) -> str | None:
+        for k in self.kernels:
+            v = k.metrics.get("device__attribute_display_name")
+            if isinstance(v, str) and v:
+                return v
+        return None
+
+
+def short_name(full: str) -> str:
+    """'void ns::kern<int>(float*, int)' -> 'ns::kern<int>'; plain names pass through."""
+    name = full.strip()
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # first '(' outside template brackets starts the parameter list
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    name = name[:cut].strip()
+    return name[5:] if name.startswith("void ") else name
+
+
+# --- sniffing -------------------------------------------------------------------------------------
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+        if raw[:2] == GZIP_MAGIC:
+            with gzip.open(path, "rb") as g:
+                return g.read(n)
+        return raw
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return b""
+
+
+def sniff(path: str | os.PathLike) -> str | None:
+    """'rep' for an Nsight Compute report, 'csv' for its raw-page CSV export, else None (by content)."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    head = _head(p)
+    if head.startswith(REP_MAGIC):
+        return "rep"
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("==")), "")
+    fields = next(csv.reader([first]), [])
+    if fields[:1] == ["ID"] and "Kernel Name" in fields:
+        return "csv"
+    return None
+
+
+# --- the ncu_report module ------------------------------------------------------------------------
+
+def _ncu_python_dirs() -> list[str]:
+    dirs = []
+    for env in ("NCU_PYTHON_PATH", "NSIGHT_COMPUTE_HOME", "NCU_HOME"):
+        if os.environ.get(env):
+            dirs += [os.environ[env], os.path.join(os.environ[env], "extras", "python")]
+    try:
+        from perflab.toolkit.ncu_runner import find_ncu
+
+        dirs.append(str(find_ncu().resolve().parent / "extras" / "python"))
+    except Exception:
+        pass
+    dirs += sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
+    dirs += sorted(glob.glob("/usr/local/cuda*/nsight-compute*/extras/python"), reverse=True)
+    return [d for d in dirs if os.path.isfile(os.path.join(d, "ncu_report.py"))]
+
+
+def load_ncu_report_module():
+    """NVIDIA's ncu_report: the pip package, else an install's extras/python; None if neither."""
+    try:
+        return importlib.import_module("ncu_report")
+    except Exception:
+        pass
+    for d in _ncu_python_dirs():
+        sys.path.insert(0, d)
+        try:
+            return importlib.import_module("ncu_report")
+        except Exception:
+            sys.path.remove(d)
+    return None
+
+
+def _metric_value(metric) -> Any:
+    try:
+        value = metric.value()
+    except Exception:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, (int, float, str)) else None
+
+
+def _from_action(mod, action, index: int) -> KernelProfile:
+    try:
+        full = action.name(mod.IAction.NameBase_DEMANGLED)
+    except Exception:
+        full = action.name()
+    metrics: dict[str, Any] = {}
+    units: dict[str, str] = {}
+    for name in action.metric_names():
+        m = action.metric_by_name(name)
+        if m is None:
+            continue
+        value = _metric_value(m)
+        if value is None:
+            continue
+        factor, unit = normalize_unit(m.unit() or "")
+        if isinstance(value, (int, float)) and factor != 1.0:
+            value = value * factor
+        metrics[name] = value
+        units[name] = unit
+    return KernelProfile(index=index, name=short_name(action.name()), full_name=full, metrics=metrics,
+                         units=units, nvtx=_nvtx_from_action(action))
+
+
+def _nvtx_from_action(action) -> list[str]:
+    out: list[str] = []
+    try:
+        state = action.nvtx_state()
+        for domain_id in state.domains():
+            domain = state.domain_by_id(domain_id)
+            out += [str(r) for r in domain.push_pop_ranges()]
+            out += [str(r) for r in domain.start_end_ranges()]
+    except Exception:
+        pass
+    return out
+
+
+def _installed_module_works(mod, report: Path) -> bool:
+    """An install's ncu_report is built for one Python; a mismatch can crash the interpreter (seen on
+    the GPU machine: SIGSEGV). Try it in a child process first; the pip package is trusted as is."""
+    origin = os.path.dirname(getattr(mod, "__file__", "") or "")
+    if "site-packages" in origin or "dist-packages" in origin:
+        return True
+    folder = os.path.dirname(origin)
+    probe = (f"import sys; sys.path.insert(0, {folder!r}); import ncu_report; "
+             f"print(ncu_report.load_report({str(report)!r}).num_ranges())")
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def _export_with_ncu(report: Path) -> Path | None:
+    """The raw page through `ncu --import` when Nsight Compute is installed; None otherwise."""
+    try:
+        from perflab.toolkit.ncu_runner import export_csv, find_ncu
+
+        fd, name = tempfile.mkstemp(suffix=".csv")
+        os.close(fd)
+        return export_csv(find_ncu(), report, Path(name))
+    except Exception:
+        return None
+
+
+def _load_rep(path: Path) -> NcuProfile:
+    tmp = None
+    try:
+        target = path
+        if path.read_bytes()[:2] == GZIP_MAGIC:
+            fd, tmp = tempfile.mkstemp(suffix=".ncu-rep")
+            with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+                out.write(src.read())
+            target = Path(tmp)
+        mod = load_ncu_report_module()
+        if mod is None or not _installed_module_works(mod, target):
+            return _load_rep_as_csv(path, target, mod is None)
+        ctx = mod.load_report(str(target))
+        kernels = []
+        for r in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(r)
+            for a in range(rng.num_actions()):
+                kernels.append(_from_action(mod, rng.action_by_idx(a), len(kernels)))
+    except UnreadableInput:
+        raise
+    except Exception as exc:
+        raise UnreadableInput(f"{path}: not a readable Nsight Compute report ({type(exc).__name__}: {exc})") from None
+    finally:
+        if tmp:
+            os.unlink(tmp)
+    if not kernels:
+        raise UnreadableInput(f"{path}: the Nsight Compute report holds no profiled kernel")
+    return NcuProfile(path=str(path), source="ncu_report", kernels=kernels)
+
+
+def _load_rep_as_csv(path: Path, target: Path, no_module: bool) -> NcuProfile:
+    sibling = _csv_sibling(path)
+    if sibling is not None:
+        return _load_csv(sibling, shown=path)
+    exported = _export_with_ncu(target)
+    if exported is not None:
+        try:
+            return _load_csv(exported, shown=path)
+        finally:
+            exported.unlink(missing_ok=True)
+    why = "needs NVIDIA's ncu_report module" if no_module else "found an ncu_report module that fails here; use"
+    raise UnreadableInput(f"{path}: reading .ncu-rep {why} (pip install ncu-report) or its raw-page CSV "
+                          f"(ncu --import {path.name} --page raw --csv > {path.stem}.csv)")
+
+
+def _csv_sibling(path: Path) -> Path | None:
+    stem = re.sub(r"(\.ncu-rep)?(\.gz)?$", "", path.name)
+    for cand in (path.parent / f"{stem}.csv", path.parent / f"{stem}.csv.gz"):
+        if cand.exists() and sniff(cand) == "csv":
+            return cand
+    return None
+
+
+# --- CSV ------------------------------------------------------------------------------------------
+
+_NVTX_COL = re.compile(r"Push/Pop_Range|Start/Stop_Range")
+
+
+def _nvtx_texts(cell: str) -> list[str]:
+    """NVTX cells look like '2685  "<default domain>:MESSAGE:none:...'; keep the messages."""
+    out = []
+    for quoted in re.findall(r'"([^"]*)"', cell) or [cell]:
+        m = re.match(r"<[^>]*>:(.*?)(?::none)*$", quoted.strip())
+        text = (m.group(1) if m else quoted).strip()
+        if text:
+            out.append(text)
+    return out
+
+
+def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8", "replace").lstrip("\ufeff")
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise UnreadableInput(f"{path}: cannot read ({exc})") from None
+    lines = [ln for ln in text.splitlines() if not ln.startswith("==")]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 2 or not all(c in rows[0] for c in CSV_ID_COLUMNS):
+        raise UnreadableInput(f"{path}: not an Nsight Compute raw-page CSV (expected columns ID and Kernel Name)")
+    header = rows[0]
+    has_units = len(rows) > 1 and rows[1] and rows[1][0] == ""
+    units_row = rows[1] if has_units else [""] * len(header)
+    kernels = []
+    for row in rows[2 if has_units else 1:]:
+        if len(row) != len(header):
+            continue
+        metrics: dict[str, Any] = {}
+        units: dict[str, str] = {}
+        nvtx: list[str] = []
+        full = ""
+        for col, unit, cell in zip(header, units_row, row):
+            if col == "Kernel Name":
+                full = cell
+            if _NVTX_COL.search(col):
+                nvtx += _nvtx_texts(cell) if cell.strip() else []
+                continue
+            num = parse_number(cell)
+            if num is None:
+                if cell.strip():
+                    metrics[col] = cell
+                continue
+            factor, base = normalize_unit(unit)
+            metrics[col] = num * factor
+            units[col] = base
+        kernels.append(KernelProfile(index=len(kernels), name=short_name(full), full_name=full,
+                                     metrics=metrics, units=units, nvtx=nvtx))
+    if not kernels:
+        raise UnreadableInput(f"{path}: the CSV export holds no kernel rows")
+    return NcuProfile(path=str(shown or path), source="csv", kernels=kernels)
+
+
+def load(path: str | os.PathLike, *, prefer: str = "auto") -> NcuProfile:
+    """Read an `.ncu-rep` or its raw-page CSV export (either may be gzipped), recognized by content.
+
+    prefer="csv" reads a report's sibling CSV even when ncu_report is importable (tests use it)."""
+    p = Path(path)
+    if not p.exists():
+        raise UnreadableInput(f"{p}: no such file")
+    kind = sniff(p)
+    if kind == "csv":
+        return _load_csv(p)
+    if kind == "rep":
+        if prefer == "csv":
+            sibling = _csv_sibling(p)
+            if sibling is None:
+                raise UnreadableInput(f"{p}: no raw-page CSV export next to it")
+            return _load_csv(sibling, shown=p)
+        return _load_rep(p)
+    raise UnreadableInput(f"{p}: neither an Nsight Compute report (.ncu-rep) nor its raw-page CSV export")

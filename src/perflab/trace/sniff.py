@@ -1,0 +1,82 @@
+"""Recognize an artifact by its content, not its name."""
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from perflab.errors import UnreadableInput
+
+KINETO, KINETO_DIR, NCU, NCU_CSV, MEMORY, UNKNOWN = "kineto", "kineto-dir", "ncu", "ncu-csv", "memory", "unknown"
+
+_PEEK = 1 << 20
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open a file for reading, transparently gunzipping it when its content is gzip."""
+    with open(path, "rb") as fh:
+        gzipped = fh.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+
+
+def peek(path: Path, size: int = _PEEK) -> bytes:
+    """The first `size` bytes of the (decompressed) content."""
+    try:
+        with open(path, "rb") as raw:
+            magic = raw.read(2)
+            raw.seek(0)
+            if magic == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                    return _read_some(gz, size)
+            return raw.read(size)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
+
+
+def _read_some(fh: BinaryIO, size: int) -> bytes:
+    out = b""
+    try:
+        while len(out) < size:
+            chunk = fh.read(size - len(out))
+            if not chunk:
+                break
+            out += chunk
+    except EOFError:  # truncated gzip: what we have is enough to recognize the kind
+        pass
+    return out
+
+
+def sniff(path: str | Path) -> str:
+    path = Path(path)
+    if path.is_dir():
+        return KINETO_DIR
+    if not path.exists():
+        raise UnreadableInput(f"{path}: no such file or folder")
+    with open(path, "rb") as raw:
+        magic = raw.read(4)
+    if not magic:
+        raise UnreadableInput(f"{path}: the file is empty")
+    if magic.startswith(b"NVR\x00") or magic.startswith(b"PK\x03\x04"):
+        return NCU
+    head = peek(path)
+    if head[:1] == b"\x80":  # pickle protocol 2+: torch.cuda.memory._dump_snapshot
+        return MEMORY
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"{", b"["):
+        if b'"traceEvents"' in head:
+            return KINETO
+        if b'"segments"' in head and (b'"device_traces"' in head or b'"allocator_settings"' in head):
+            return MEMORY
+        return KINETO  # the Kineto reader explains what is missing
+    if _looks_like_ncu_csv(text):
+        return NCU_CSV
+    return UNKNOWN
+
+
+def _looks_like_ncu_csv(text: bytes) -> bool:
+    for line in text.splitlines()[:50]:
+        if line.startswith(b"==") or not line.strip():
+            continue  # ncu prints ==PROF== lines before the table
+        return b"Kernel Name" in line and (b"Metric Name" in line or b"Metric Value" in line)
+    return False

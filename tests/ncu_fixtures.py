@@ -1,0 +1,43 @@
+"""The recorded Nsight Compute fixtures (tests/data/ncu, recorded by scripts/record_ncu_fixtures.sh)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "ncu"
+TABLE = ROOT / "fixtures" / "kernels" / "FIXTURES"
+VALIDATION = ROOT / "fixtures" / "kernels" / "VALIDATION"
+
+
+def fixtures(table: Path = TABLE) -> list[tuple[str, str]]:
+    """(name, expected top taxonomy id) for every line of a fixture table (FIXTURES or VALIDATION)."""
+    rows = []
+    for line in table.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, planted = line.split()[:2]
+            rows.append((name, planted))
+    return rows
+
+
+def report(name: str) -> Path:
+    return DATA / f"{name}.ncu-rep.gz"
+
+
+def csv(name: str) -> Path:
+    return DATA / f"{name}.csv"
+
+
+@lru_cache(maxsize=None)
+def has_ncu_report() -> bool:
+    from perflab.trace.ncu import load_ncu_report_module
+
+    return load_ncu_report_module() is not None
+
+
+@lru_cache(maxsize=None)
+def profile(name: str, source: str):
+    """Loaded once per test session: source 'csv' or 'rep'."""
+    from perflab.trace.ncu import load
+
+    return load(csv(name) if source == "csv" else report(name))
