@@ -1,22 +1,16 @@
 """Shared test set-up: user data and workspace in tmp; a tiny synthetic puzzle with recorded artifacts.
 
-The puzzle engine reads evidence through three seams in perflab.puzzles.replay (load_trace,
-summarize, diagnose). While the real Kineto reader, evidence summary and doctor are not there yet,
-`evidence_backend` puts small stand-ins behind those seams; once they exist the tests use them.
+The synthetic recording goes through the real Kineto reader, evidence summary and doctor.
 """
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import statistics
 import textwrap
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
 FAKE_ID = "zz-synthetic-sync"
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 RECORD_DATE = "2026-11-22T10:00:00+00:00"
@@ -35,35 +29,47 @@ def _isolated_user_dirs(tmp_path, monkeypatch):
 
 def make_trace(*, steps: int, kernels: list[tuple[str, float]], step_us: float = 1000.0, syncs: int = 0,
                pageable_h2d: int = 0, pinned_h2d: int = 0, copy_bytes: int = 1 << 20) -> dict:
-    """`steps` back-to-back ProfilerStep#N of step_us each; per step the listed kernels (name, µs) run one
-    after the other from the step's start, then the copies; `syncs` cudaStreamSynchronize calls a step."""
+    """`steps` ProfilerStep#N of step_us each, shaped like a real step: the host copies the inputs
+    (a pageable cudaMemcpyAsync blocks the host while its DMA runs, a pinned one returns at once),
+    launches the kernels ahead of the GPU (they queue and run back to back), then calls
+    cudaStreamSynchronize `syncs` times: the first waits until the GPU has drained its queue, the
+    others return at once. The GPU stays idle from there to the next step."""
     events = []
     t0 = 1_000_000.0
+    corr = 0
+
+    def add(cat, name, ts, dur, **args):
+        tid = (0, 7) if cat in ("kernel", "gpu_memcpy") else (1, 1)
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": tid[0], "tid": tid[1], "ts": ts, "dur": dur,
+                       "args": args})
+
     for s in range(steps):
         start = t0 + s * step_us
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "pid": 1, "tid": 1,
-                       "ts": start, "dur": step_us})
-        ts = start + 1.0
-        corr = 0
+        add("user_annotation", f"ProfilerStep#{s + 1}", start, step_us)
+        host = gpu = start + 1.0
+        for i in range(pageable_h2d + pinned_h2d):
+            pageable = i < pageable_h2d
+            corr += 1
+            call_us = 55.0 if pageable else 2.0
+            add("cuda_runtime", "cudaMemcpyAsync", host, call_us, correlation=corr)
+            gpu = max(gpu, host + (4.0 if pageable else 1.0))
+            add("gpu_memcpy", f"Memcpy HtoD ({'Pageable' if pageable else 'Pinned'} -> Device)", gpu, 50.0,
+                device=0, stream=7, correlation=corr, bytes=copy_bytes,
+                **{"memory bandwidth (GB/s)": copy_bytes / 50e3})
+            gpu += 50.0
+            host += call_us + 1.0
         for name, dur in kernels:
             corr += 1
-            cid = s * 1000 + corr
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": ts, "dur": 0.5, "args": {"correlation": cid}})
-            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                           "args": {"device": 0, "stream": 7, "correlation": cid}})
-            ts += dur
-        for i in range(pageable_h2d + pinned_h2d):
-            kind = "Pageable" if i < pageable_h2d else "Pinned"
-            events.append({"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy HtoD ({kind} -> Device)", "pid": 0,
-                           "tid": 7, "ts": ts, "dur": 50.0,
-                           "args": {"device": 0, "stream": 7, "bytes": copy_bytes,
-                                    "memory bandwidth (GB/s)": copy_bytes / 50e3}})
-            ts += 50.0
-        for _ in range(syncs):
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
-                           "ts": ts, "dur": 5.0, "args": {}})
-            ts += 5.0
+            add("cuda_runtime", "cudaLaunchKernel", host, 0.5, correlation=corr)
+            gpu = max(gpu, host + 2.0)
+            add("kernel", name, gpu, dur, device=0, stream=7, correlation=corr)
+            gpu += dur
+            host += 1.0
+        for k in range(syncs):
+            done = (max(gpu, host) if k == 0 else host) + 2.0
+            add("cuda_runtime", "cudaStreamSynchronize", host, done - host)
+            host = done + 1.0
+        assert max(gpu, host) < start + step_us, "the step's work must fit in the step"
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": GPU_NAME, "computeMajor": 9,
                                                       "computeMinor": 0, "numSms": 132}],
             "distributedInfo": {"rank": 0}, "traceEvents": events}
@@ -203,7 +209,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
         art.mkdir()
         write_trace(art / "slow.trace.json.gz", make_trace(steps=3, kernels=SLOW_KERNELS, syncs=2, pageable_h2d=2))
         write_trace(art / "solution.trace.json.gz", make_trace(steps=3, kernels=FIXED_KERNELS, pinned_h2d=2,
-                                                               step_us=400.0))
+                                                               step_us=430.0))
         (art / "manifest.json").write_text(json.dumps({
             "gpu": GPU_NAME, "cc": "9.0", "driver": "580.00", "cuda": "13.0", "torch": "2.11.0", "python": "3.12.3",
             "perflab": "0.1.0", "date": RECORD_DATE, "command": "scripts/record_artifacts.py", "host": "h100"}))
@@ -215,7 +221,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
 
 
 @pytest.fixture
-def fake_catalog(tmp_path, monkeypatch, evidence_backend):
+def fake_catalog(tmp_path, monkeypatch):
     """The synthetic puzzle alone: the shipped catalog is tested on its own (test_puzzle_catalog.py)."""
     from perflab.puzzles import catalog
 
@@ -237,102 +243,9 @@ def shipped_puzzles() -> list:
         return []
 
 
-# --- stand-ins for the reader, the evidence summary and the doctor --------------------------------
-
-def real_backend_present() -> bool:
-    try:
-        import perflab.doctor as doctor
-    except ImportError:
-        return False
-    return (importlib.util.find_spec("perflab.trace.kineto") is not None
-            and importlib.util.find_spec("perflab.analysis.summary") is not None and hasattr(doctor, "diagnose"))
-
-
-def fake_load(path):
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def _union_us(intervals):
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if e > end:
-            total += e - max(s, end)
-            end = e
-    return total
-
-
-def fake_summary(trace: dict) -> dict:
-    ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
-    kernels = [e for e in ev if e.get("cat") == "kernel"]
-    copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
-    start = min(e["ts"] for e in ev)
-    span = max(e["ts"] + e["dur"] for e in ev) - start
-    n = len(steps) or 1
-    totals, counts = Counter(), Counter()
-    for k in kernels:
-        totals[k["name"]] += k["dur"]
-        counts[k["name"]] += 1
-    ktotal = sum(totals.values()) or 1.0
-    top = [{"name": name, "total_us": t, "count": counts[name], "pct": 100 * t / ktotal}
-           for name, t in totals.most_common(10)]
-    by_dir = {}
-    for c in copies:
-        d = "h2d" if "HtoD" in c["name"] else "d2h" if "DtoH" in c["name"] else "d2d"
-        slot = by_dir.setdefault(d, {"count": 0, "bytes": 0, "total_us": 0.0, "pageable_count": 0, "gbps": 0.0})
-        slot["count"] += 1
-        slot["bytes"] += c["args"]["bytes"]
-        slot["total_us"] += c["dur"]
-        slot["pageable_count"] += "Pageable" in c["name"]
-    for slot in by_dir.values():
-        slot["gbps"] = slot["bytes"] / (slot["total_us"] * 1e3) if slot["total_us"] else 0.0
-    syncs = Counter(e["name"] for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"])
-    busy = _union_us([(e["ts"], e["ts"] + e["dur"]) for e in kernels + copies])
-    return {"device": (trace.get("deviceProperties") or [{}])[0].get("name", "cpu"), "steps": len(steps),
-            "step_time_ms": statistics.median(e["dur"] for e in steps) / 1e3 if steps else span / 1e3,
-            "span_ms": span / 1e3, "gpu_busy_pct": 100 * busy / span if span else 0.0,
-            "kernels_per_step": len(kernels) / n, "mean_kernel_us": ktotal / len(kernels) if kernels else 0.0,
-            "top_kernels": top, "copies": by_dir,
-            "syncs": {"count": sum(syncs.values()), "per_step": sum(syncs.values()) / n, "names": dict(syncs)}}
-
-
-def fake_diagnose(trace: dict):
-    from perflab.doctor.finding import Finding, Report, rank
-
-    s = fake_summary(trace)
-    findings = []
-    if s["syncs"]["per_step"] >= 1:
-        findings.append(Finding("host-sync", "high", 50.0, {"syncs_per_step": s["syncs"]["per_step"]}, "drop .item()"))
-    if sum(c["pageable_count"] for c in s["copies"].values()):
-        findings.append(Finding("pageable-memcpy", "medium", 10.0, {}, "pin_memory"))
-    findings = rank(findings) or [Finding("healthy", "info", 0.0, {}, "")]
-    return Report(source={"kind": "kineto"}, verdict=findings[0].id, findings=findings)
-
-
-def install_fakes(target=None) -> None:
-    """Put the stand-ins behind perflab.puzzles.replay's seams (target: a monkeypatch, or None to set them)."""
-    from perflab.puzzles import replay
-
-    for name, fn in (("load_trace", fake_load), ("summarize", fake_summary), ("diagnose", fake_diagnose)):
-        if target is None:
-            setattr(replay, name, fn)
-        else:
-            target.setattr(replay, name, fn)
-
-
-@pytest.fixture
-def evidence_backend(monkeypatch):
-    """'real' when perflab's reader, summary and doctor exist, else 'fake' (the stand-ins above)."""
-    if real_backend_present():
-        return "real"
-    install_fakes(monkeypatch)
-    return "fake"
-
-
-# A launcher for subprocess tests: optionally make torch unimportable (counting the attempts), use
-# the stand-ins where needed, then run main() on each JSON-encoded argument list given; after each
-# command it prints `@@ <exit code> <torch imports tried so far>` to stderr.
+# A launcher for subprocess tests: optionally make torch unimportable (counting the attempts), then
+# run main() on each JSON-encoded argument list given; after each command it prints
+# `@@ <exit code> <torch imports tried so far>` to stderr.
 LAUNCHER = textwrap.dedent('''
     import json, sys
     tried = []
@@ -346,12 +259,9 @@ LAUNCHER = textwrap.dedent('''
 
     if {hide_torch}:
         sys.meta_path.insert(0, NoTorch())
-    sys.path.insert(0, {tests!r})
-    import conftest
-    if not conftest.real_backend_present():
-        conftest.install_fakes()
-    from perflab.puzzles import catalog
-    catalog.BUILTIN = catalog.BUILTIN.parent / "no-shipped-catalog"  # as the fake_catalog fixture does
+    if not {shipped}:
+        from perflab.puzzles import catalog
+        catalog.BUILTIN = catalog.BUILTIN.parent / "no-shipped-catalog"  # as the fake_catalog fixture does
     from perflab.__main__ import main
     for args in sys.argv[1:]:
         rc = main(json.loads(args))
@@ -359,12 +269,15 @@ LAUNCHER = textwrap.dedent('''
 ''')
 
 
-def run_cli_subprocess(commands: list[list[str]], hide_torch: bool = True) -> tuple[list[tuple[int, int]], str, str]:
-    """Run perflab commands in one fresh interpreter: ([(exit code, torch imports tried so far)], stdout, stderr)."""
+def run_cli_subprocess(commands: list[list[str]], hide_torch: bool = True,
+                       shipped: bool = False) -> tuple[list[tuple[int, int]], str, str]:
+    """Run perflab commands in one fresh interpreter: ([(exit code, torch imports tried so far)], stdout, stderr).
+
+    shipped: with the shipped catalog (else only PERFLAB_CATALOG's puzzles)."""
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", LAUNCHER.format(hide_torch=hide_torch, tests=str(TESTS)),
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER.format(hide_torch=hide_torch, shipped=shipped),
                            *(json.dumps(c) for c in commands)], capture_output=True, text=True, timeout=120)
     marks = [tuple(map(int, line.split()[1:])) for line in proc.stderr.splitlines() if line.startswith("@@ ")]
     assert len(marks) == len(commands), proc.stderr

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ncu_fixtures import DATA
+from test_ncu_fixtures import DATA
 from perflab.__main__ import main
 from perflab.errors import PerflabError
 from perflab.toolkit import bench

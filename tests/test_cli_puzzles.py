@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from conftest import FAKE_ID, GPU_NAME, PUZZLE_TOML, make_puzzle, run_cli_subprocess
+from conftest import FAKE_ID, GPU_NAME, PUZZLE_TOML, make_puzzle, run_cli_subprocess, shipped_puzzles
 from perflab.__main__ import main
 from perflab.puzzles import runner
 
-RIGHT = ["-a", "cause=host-sync", "-a", "syncs=2", "-a", "kernel=gemm_bf16", "-a", "kernels=41", "-a", "busy=60",
+RIGHT = ["-a", "cause=host-sync", "-a", "syncs=2", "-a", "kernel=gemm_bf16", "-a", "kernels=41", "-a", "busy=68",
          "-a", "pageable=2", "-a", "h2d=2097152", "-a", "speedup=2.5", "-a", "fixed=3"]
 
 
@@ -177,3 +177,16 @@ def test_run_without_torch_replays_and_check_says_why(fake_catalog):
     assert [rc for rc, _ in marks] == [0, 2], err
     assert "REPLAY of a recording made on" in out and "torch is not installed; showing the shipped recording" in out
     assert "perflab: error: perflab check zz-synthetic-sync needs torch (torch is not installed)" in err
+
+
+RECORDED = [p.id for p in shipped_puzzles() if (p.artifacts / "slow.trace.json.gz").is_file()]
+
+
+@pytest.mark.skipif(not RECORDED, reason="no shipped puzzle has recorded artifacts yet")
+def test_a_shipped_puzzle_replays_without_torch():
+    pid = RECORDED[0]
+    marks, out, err = run_cli_subprocess([["list"], ["show", pid], ["run", pid, "--variant", "solution"]],
+                                         shipped=True)
+    assert [rc for rc, _ in marks] == [0, 0, 0], err
+    assert marks[1][1] == 0, "list/show tried to import torch"
+    assert "REPLAY of a recording made on" in out and "torch is not installed" in out

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ncu_fixtures import VALIDATION, fixtures, has_ncu_report, profile
+from test_ncu_fixtures import VALIDATION, fixtures, has_ncu_report, profile
 from perflab.doctor.finding import SEVERITY_ORDER
 from perflab.doctor.ncu import diagnose_profile
 from perflab.trace.ncu import NcuProfile

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ncu_fixtures import DATA, csv, fixtures, has_ncu_report, profile, report
+from test_ncu_fixtures import DATA, csv, fixtures, has_ncu_report, profile, report
 from perflab.errors import UnreadableInput
 from perflab.trace import ncu
 
@@ -119,7 +119,7 @@ def test_rep_without_ncu_report_or_csv_says_what_to_do(monkeypatch, tmp_path):
 def test_every_shipped_fixture_has_report_csv_and_manifest():
     import json
 
-    from ncu_fixtures import VALIDATION
+    from test_ncu_fixtures import VALIDATION
 
     names = [n for n, _ in fixtures() + fixtures(VALIDATION)]
     assert len(names) >= 20

@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from ncu_fixtures import csv as fixture_csv, report as fixture_report
+from test_ncu_fixtures import csv as fixture_csv, report as fixture_report
 from perflab.__main__ import main
 from perflab.errors import PerflabError
 from perflab.toolkit import ncu_runner

@@ -67,7 +67,8 @@ def test_top_kernel_and_its_alternatives(puzzle, ev):
 def test_gpu_busy_is_graded_with_tolerance(puzzle, ev):
     q = puzzle.find_question("busy")
     c = questions.compute(q, ev)
-    assert 45 <= c.value <= 65  # 500 µs of kernels (+100 µs copies) in a 1000 µs step
+    assert 55 <= c.value <= 75  # 500 µs of kernels + 100 µs of copies per 1000 µs step (60 %; more if the
+    # span is counted from the first GPU activity to the last)
     assert questions.grade(q, f"{c.value * 1.1:.3f}%", c).correct
     assert not questions.grade(q, f"{c.value * 1.3:.3f}", c).correct
 
@@ -89,7 +90,7 @@ def test_taxonomy_answers(puzzle, ev):
     assert grade(puzzle, ev, "cause", " Host Sync ").correct
     wrong = grade(puzzle, ev, "cause", "launch-overhead")
     assert not wrong.correct and wrong.expected == "host-sync"
-    assert "syncs_per_step" in wrong.computed.evidence or "severity" in wrong.computed.evidence
+    assert wrong.computed.evidence["top finding"] == "host-sync" and wrong.computed.evidence["syncs_per_step"] == 2
     with pytest.raises(PerflabError, match="'slowness' is not a taxonomy id"):
         grade(puzzle, ev, "cause", "slowness")
 

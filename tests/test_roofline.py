@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ncu_fixtures import DATA, csv, fixtures, profile
+from test_ncu_fixtures import DATA, csv, fixtures, profile
 from perflab.__main__ import main
 from perflab.analysis import roofline as rl
 from perflab.trace.ncu import NcuProfile

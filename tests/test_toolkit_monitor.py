@@ -125,10 +125,14 @@ def test_uneven_samples_are_time_weighted(fake_nvml, clock):
     assert s["mean_power_w"] == pytest.approx(s["energy_j_integrated"] / 2.0)
 
 
-def test_falls_back_to_average_power(fake_nvml, clock):
+def test_falls_back_to_average_power_and_old_throttle_call(fake_nvml, clock, monkeypatch):
     fake_nvml.instant = False
+    monkeypatch.setattr(FakeNVML, "nvmlDeviceGetCurrentClocksThrottleReasons",
+                        FakeNVML.nvmlDeviceGetCurrentClocksEventReasons, raising=False)
+    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetCurrentClocksEventReasons")  # an old binding
     s = sampled(clock, [0.0, 1.0]).summary()
     assert s["power_source"] == "1 s average" and s["max_power_w"] == 42.0
+    assert s["throttle"] == {"sw_power_cap": 0.5, "sw_thermal": 0.5}
 
 
 def test_throttle_decoding():

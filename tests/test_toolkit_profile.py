@@ -59,7 +59,8 @@ def test_marker_steps_and_the_scripts_exit_code(tmp_path):
     proc = perflab("profile", "--steps", "3", "--warmup", "1", "--marker", "decode", "--out", str(tmp_path / "o"),
                    "--", sys.executable, str(s))
     assert proc.returncode == 3
-    assert proc.stderr.strip().splitlines()[-1] == f"perflab: the command exited with status 3; partial trace in {tmp_path / 'o'}"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == f"perflab: the command exited with status 3; partial trace in {tmp_path / 'o'}"
     assert steps_in(tmp_path / "o" / "trace.json.gz") == [1, 2, 3]
 
 

@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--debug"]
     app = build_app()
     try:
-        app(args=args, prog_name="perflab", standalone_mode=False)
+        # standalone_mode=False: click returns typer.Exit's code instead of raising it.
+        result = app(args=args, prog_name="perflab", standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool):
+            return result
     except PerflabError as exc:
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise

@@ -40,7 +40,8 @@ def power_limit_w():
 
     pynvml.nvmlInit()
     try:
-        return pynvml.nvmlDeviceGetEnforcedPowerLimit(pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())) / 1000
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
     finally:
         pynvml.nvmlShutdown()
 

@@ -23,11 +23,11 @@ import numpy as np
 
 from perflab.analysis.host import dataloader, host_work, memcpy_calls, top_host_ops
 from perflab.analysis.intervals import Coverage, merge
-from perflab.analysis.launches import launch_of, launch_rows
+from perflab.analysis.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.memcpy import direction, is_pageable
 from perflab.analysis.syncs import origin_op, sync_rows
-from perflab.analysis.windows import Windows, gpu_rows, per_windows, trace_origin
-from perflab.trace.model import MEMCPY, Trace
+from perflab.analysis.windows import Windows, per_windows, trace_origin
+from perflab.trace.model import MEMCPY, Trace, distinct
 
 CAUSES = ("sync", "copy", "input", "launch", "host", "other")
 SYNC, COPY, INPUT, LAUNCH, HOST, OTHER = range(6)
@@ -162,7 +162,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
         "bubble_us": float(inside[draining].sum()),
         "cost_us": float(sync_cost[draining].sum()),
     }
-    gaps = {"gs": gs, "ge": ge, "inside": inside, "cause": cause, "rest": rest, "nxt": nxt, "launch": launch,
+    gaps = {"gs": gs, "ge": ge, "inside": inside, "cause": cause, "rest": rest, "nxt": nxt, "tid": host_tid,
             "sync_row": blocking["call"], "sync_part": sync_cost, "draining": draining}
     return GapAnalysis(
         device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
@@ -191,7 +191,7 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     if calls.size == 0 or n == 0:
         return out
     call = np.full(n, -1, dtype=np.int64)
-    for tid in np.unique(tids).tolist():  # only the thread that feeds the GPU matters
+    for tid in distinct(tids).tolist():  # only the thread that feeds the GPU matters
         mine = calls[trace.tid[calls] == tid]
         mine = mine[np.argsort(trace.ts[mine], kind="stable")]
         on = np.flatnonzero(tids == tid)
@@ -214,7 +214,7 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     copy_cov = Coverage(trace.ts[copies], trace.end[copies])
     waited_busy = busy.covered(s0, gs)
     waited_copy = copy_cov.covered(s0, gs)
-    on_copy = ok & (((waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0)) | own_copy_done)
+    on_copy = ok & (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0)
     short_block = blocked <= np.maximum(LATENCY_US, 0.1 * drain)
     staging = own_copy_done & ~short_block
     external = ok & ~short_block & ~staging
@@ -242,7 +242,7 @@ def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray) 
     """Per gap: was the launching thread mostly in CPU work that launches nothing?"""
     out = np.zeros(lo.size, dtype=bool)
     span = hi - lo
-    for tid in np.unique(tids).tolist():
+    for tid in distinct(tids).tolist():
         if tid < 0:
             continue
         on = tids == tid
@@ -326,11 +326,14 @@ def _examples(trace: Trace, gaps: dict, per_cause: int = 5) -> dict[str, list[di
             events.append({"name": label[:200], "ts_us": float(gs[g] - origin), "dur_us": float(ge[g] - gs[g])})
         out[name] = events
     host_gaps = np.flatnonzero(cause == HOST)
-    main = _main_thread(trace)
-    if host_gaps.size and main >= 0:
+    found = []
+    for tid in distinct(gaps["tid"][host_gaps]).tolist():
+        on = host_gaps[gaps["tid"][host_gaps] == tid]
+        found += top_host_ops(trace, tid, gs[on], ge[on])
+    found.sort(key=lambda x: -x[1])
+    if found:
         out["host_ops"] = [{"name": trace.name_of(r), "ts_us": float(trace.ts[r] - origin),
-                            "dur_us": float(trace.dur[r]), "overlap_us": amount}
-                           for r, amount in top_host_ops(trace, main, gs[host_gaps], ge[host_gaps])]
+                            "dur_us": float(trace.dur[r]), "overlap_us": amount} for r, amount in found[:per_cause]]
     return out
 
 

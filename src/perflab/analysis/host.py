@@ -6,8 +6,8 @@ import re
 import numpy as np
 
 from perflab.analysis.intervals import Coverage, difference
-from perflab.analysis.launches import launch_rows
-from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, USER_ANNOTATION, Trace
+from perflab.analysis.links import launch_rows
+from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, Trace, USER_ANNOTATION, distinct
 
 _DATALOADER = re.compile(r"DataLoader|dataloader|_DataLoaderIter|data_loader", re.I)
 _MEMCPY_CALL = re.compile(r"(cuda|hip|cu)Memcpy", re.I)
@@ -27,7 +27,7 @@ def launches_inside(trace: Trace) -> np.ndarray:
         rows = _cpu_rows(trace)
         launches = launch_rows(trace)
         out = np.zeros(rows.size, dtype=np.int64)
-        for tid in np.unique(trace.tid[rows]).tolist():
+        for tid in distinct(trace.tid[rows]).tolist():
             on = trace.tid[rows] == tid
             lts = np.sort(trace.ts[launches[trace.tid[launches] == tid]])
             r = rows[on]
@@ -74,14 +74,25 @@ def memcpy_calls(trace: Trace) -> np.ndarray:
 
 
 def top_host_ops(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: int = 5) -> list[tuple[int, float]]:
-    """The quiet (non-launching) ops on `tid` that overlap the given intervals most: (row, overlap µs)."""
+    """Quiet (non-launching) ops on `tid` overlapping the intervals most, one per name: (row, overlap µs)."""
     rows = _cpu_rows(trace)
     n = launches_inside(trace)
     quiet = rows[(trace.tid[rows] == tid) & (n == 0)]
     if quiet.size == 0 or lo.size == 0:
         return []
-    cover = Coverage(lo, hi)
-    amount = cover.covered(trace.ts[quiet], trace.end[quiet])
-    # Prefer the outermost op: a child never overlaps more than its parent.
-    order = np.lexsort((-trace.dur[quiet], -amount))[:top]
-    return [(int(quiet[i]), float(amount[i])) for i in order if amount[i] > 0]
+    quiet = quiet[np.lexsort((-trace.dur[quiet], trace.ts[quiet]))]
+    reach = np.maximum.accumulate(trace.end[quiet])
+    outermost = np.concatenate(([True], trace.end[quiet][1:] > reach[:-1]))
+    quiet = quiet[outermost]
+    amount = Coverage(lo, hi).covered(trace.ts[quiet], trace.end[quiet])
+    hit = amount > 0
+    quiet, amount = quiet[hit], amount[hit]
+    if quiet.size == 0:
+        return []
+    per_name = np.bincount(trace.name[quiet], weights=amount)
+    order = np.argsort(-amount, kind="stable")
+    best: dict[int, int] = {}
+    for i in order.tolist():
+        best.setdefault(int(trace.name[quiet[i]]), int(quiet[i]))
+    names = sorted(best, key=lambda k: -per_name[k])[:top]
+    return [(best[k], float(per_name[k])) for k in names]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.trace.model import Trace
+from perflab.trace.model import Trace, distinct
 
 CONSECUTIVE_KERNEL_DELAY_US = 30
 _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
@@ -65,7 +65,7 @@ def _gpu_filter(trace: Trace) -> np.ndarray:
 def _step_symbols(traces: list[Trace]) -> int:
     symbols: set[str] = set()
     for t in traces:
-        used = np.unique(t.name[_base_rows(t)])
+        used = distinct(t.name[_base_rows(t)])
         symbols.update(t.names[i] for i in used if "ProfilerStep" in t.names[i])
         symbols.update(c for c in t.cats if "ProfilerStep" in c)
     return len(symbols)

@@ -7,7 +7,7 @@ import numpy as np
 
 from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
 from perflab.analysis.windows import Windows
-from perflab.trace.model import CPU_OP, KERNEL, Trace
+from perflab.trace.model import CPU_OP, KERNEL, Trace, distinct
 
 _ELEMENTWISE = TYPES.index("elementwise")
 _GEMM = (TYPES.index("gemm"), TYPES.index("conv"))
@@ -21,7 +21,7 @@ def _stream_sequences(trace: Trace, windows: Windows) -> list[np.ndarray]:
     rows = window_gpu_rows(trace, windows)
     rows = rows[trace.kind[rows] == KERNEL]
     out = []
-    for sid in np.unique(trace.stream[rows]).tolist():
+    for sid in distinct(trace.stream[rows]).tolist():
         on = rows[trace.stream[rows] == sid]
         out.append(on[np.argsort(trace.ts[on], kind="stable")])
     return out

@@ -7,7 +7,8 @@ import numpy as np
 
 from perflab.analysis.intervals import length
 from perflab.analysis.launches import assigned_step
-from perflab.analysis.windows import Windows, gpu_rows
+from perflab.analysis.links import gpu_rows
+from perflab.analysis.windows import Windows
 from perflab.trace.model import MEMCPY, MEMSET, Trace
 
 TYPES = ("gemm", "conv", "attention", "elementwise", "reduction", "memcpy", "memset", "communication", "other")

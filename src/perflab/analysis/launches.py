@@ -3,36 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.windows import Windows, gpu_rows, per_windows, profiler_steps
-from perflab.trace.model import KERNEL, RUNTIME, Trace
-
-
-def launch_of(trace: Trace) -> np.ndarray:
-    """Per row: the runtime row that launched it (same correlation id), -1 if none (or not GPU work)."""
-    def compute() -> np.ndarray:
-        out = np.full(len(trace), -1, dtype=np.int64)
-        gpu = gpu_rows(trace)
-        rt = np.flatnonzero((trace.kind == RUNTIME) & (trace.correlation >= 0))
-        if gpu.size == 0 or rt.size == 0:
-            return out
-        corr = trace.correlation[rt]
-        order = np.argsort(corr, kind="stable")
-        corr, rt = corr[order], rt[order]
-        want = trace.correlation[gpu]
-        pos = np.searchsorted(corr, want)
-        ok = (want >= 0) & (pos < corr.size)
-        ok[ok] = corr[pos[ok]] == want[ok]
-        out[gpu[ok]] = rt[pos[ok]]
-        return out
-    return trace.cached("launch_of", compute)
-
-
-def launch_rows(trace: Trace) -> np.ndarray:
-    """Runtime rows that launched some GPU op (kernel launches, async memcpy/memset, graph launches)."""
-    def compute() -> np.ndarray:
-        links = launch_of(trace)
-        return np.unique(links[links >= 0])
-    return trace.cached("launch_rows", compute)
+from perflab.analysis.links import launch_of
+from perflab.analysis.windows import Windows, per_windows, profiler_steps
+from perflab.trace.model import KERNEL, Trace, distinct
 
 
 def assigned_step(trace: Trace, windows: Windows, rows: np.ndarray) -> np.ndarray:
@@ -58,7 +31,7 @@ def _launch_stats(trace: Trace, windows: Windows) -> dict:
     links = launch_of(trace)[kernels]
     linked = links >= 0
     delay = trace.ts[kernels[linked]] - trace.end[links[linked]]
-    launch_calls = np.unique(links[linked])
+    launch_calls = distinct(links[linked])
     cpu_launch_us = float(trace.dur[launch_calls].sum())
     gpu_kernel_us = float(trace.dur[kernels].sum())
     n_steps = len(windows.steps) if windows.kind in ("steps", "step") else 1

@@ -37,8 +37,9 @@ def copy_rows(trace: Trace, windows: Windows) -> np.ndarray:
 def _copies(trace: Trace, windows: Windows) -> dict:
     """Per direction: count, bytes, time, pageable share, achieved GB/s, time not hidden by kernels."""
     rows = copy_rows(trace, windows)
-    dirs = np.array([direction(trace.name_of(r)) for r in rows.tolist()], dtype=object)
-    pageable = np.array([is_pageable(trace.name_of(r)) for r in rows.tolist()], dtype=bool)
+    dir_table = np.array([direction(n) for n in trace.names], dtype=object)
+    dirs = dir_table[trace.name[rows]] if rows.size else np.zeros(0, dtype=object)
+    pageable = trace.name_table_mask(is_pageable)[rows]
     kernels = window_gpu_rows(trace, windows)
     kernels = kernels[trace.kind[kernels] == KERNEL]
     compute = (trace.ts[kernels], trace.end[kernels])

@@ -6,7 +6,7 @@ import numpy as np
 from perflab.analysis.intervals import length, overlap_length
 from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
 from perflab.analysis.windows import Windows
-from perflab.trace.model import Trace
+from perflab.trace.model import Trace, distinct
 
 _COMPUTE = [TYPES.index(t) for t in ("gemm", "conv", "attention", "elementwise", "reduction", "other")]
 
@@ -15,7 +15,7 @@ def _overlap(trace: Trace, rows: np.ndarray, compute: tuple) -> dict:
     spans = (trace.ts[rows], trace.end[rows])
     busy = length(*spans)
     hidden = overlap_length(spans, compute)
-    streams = sorted({int(s) for s in trace.stream[rows].tolist()})
+    streams = distinct(trace.stream[rows]).tolist()
     return {"time_us": busy, "overlapped_us": hidden, "exposed_us": busy - hidden,
             "overlap_pct": 100.0 * hidden / busy if busy else 0.0, "streams": streams}
 
@@ -29,7 +29,7 @@ def overlaps(trace: Trace, windows: Windows) -> dict:
     comm = rows[types == TYPES.index("communication")]
     return {
         "compute_us": length(*compute),
-        "compute_streams": sorted({int(s) for s in trace.stream[comp].tolist()}),
+        "compute_streams": distinct(trace.stream[comp]).tolist(),
         "copy": _overlap(trace, copy, compute),
         "comm": _overlap(trace, comm, compute),
     }

@@ -8,16 +8,18 @@ from perflab.analysis.kernels import kernel_breakdown
 from perflab.analysis.launches import launch_stats
 from perflab.analysis.memcpy import DIRECTIONS, copies
 from perflab.analysis.syncs import sync_summary
-from perflab.analysis.windows import Windows, analysis_windows, profiler_steps
+from perflab.analysis.windows import Windows, analysis_windows, profiler_steps, step_times
 from perflab.trace.model import Trace
 
 
 def evidence_summary(trace: Trace, windows: Windows | None = None) -> dict:
     windows = windows or analysis_windows(trace)
     n_steps = len(profiler_steps(trace)) if windows.kind == "steps" else (1 if windows.kind == "step" else 0)
-    durations = windows.end - windows.start
     span_us = windows.hi - windows.lo
-    step_us = float(np.median(durations)) if windows.kind in ("steps", "step") and durations.size else span_us
+    if windows.kind == "steps":
+        step_us = float(np.median(step_times(trace)))
+    else:
+        step_us = windows.total
     gaps = analyze_gaps(trace, windows)
     launches = launch_stats(trace, windows)
     breakdown = kernel_breakdown(trace, windows, top=50)

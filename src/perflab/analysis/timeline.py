@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.analysis.intervals import Coverage, merge
-from perflab.analysis.windows import Windows, gpu_rows, profiler_steps, trace_origin
-from perflab.trace.model import KERNEL, Trace
+from perflab.analysis.links import gpu_rows
+from perflab.analysis.windows import Windows, profiler_steps, trace_origin
+from perflab.trace.model import KERNEL, Trace, distinct
 
 
 def _busy(trace: Trace, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -17,12 +18,12 @@ def busy_idle(trace: Trace, windows: Windows) -> dict:
     rows = gpu_rows(trace)
     total = windows.total
     devices, streams = [], []
-    for dev in np.unique(trace.device[rows]).tolist():
+    for dev in distinct(trace.device[rows]).tolist():
         on = rows[trace.device[rows] == dev]
         busy = float(_busy(trace, on, windows.start, windows.end).sum())
         devices.append({"device": int(dev), "busy_us": busy, "idle_us": total - busy,
                         "busy_pct": 100.0 * busy / total if total else 0.0})
-        for sid in np.unique(trace.stream[on]).tolist():
+        for sid in distinct(trace.stream[on]).tolist():
             sel = on[trace.stream[on] == sid]
             b = float(_busy(trace, sel, windows.start, windows.end).sum())
             streams.append({"device": int(dev), "stream": int(sid), "busy_us": b,

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perflab.analysis.intervals import merge
+from perflab.analysis.links import gpu_rows, launch_of
 from perflab.errors import PerflabError
-from perflab.trace.model import CPU_OP, GPU_WORK_KINDS, OTHER, STEP_RE, USER_ANNOTATION, Trace
+from perflab.trace.model import CPU_OP, OTHER, STEP_RE, USER_ANNOTATION, Trace
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,32 @@ def profiler_steps(trace: Trace) -> Steps:
     return trace.cached("steps", compute)
 
 
-def gpu_rows(trace: Trace) -> np.ndarray:
-    return trace.cached("gpu_rows", lambda: np.flatnonzero(np.isin(trace.kind, GPU_WORK_KINDS)))
+def step_completion(trace: Trace) -> np.ndarray:
+    """Per ProfilerStep: when it is done, host and device: the later of its CPU end and the end of
+    the last GPU op launched inside it. With a host that runs ahead of the GPU, the CPU ranges are
+    short and the GPU work of a step ends steps later; this is when the step's work really ends."""
+    def compute() -> np.ndarray:
+        steps = profiler_steps(trace)
+        done = steps.end.copy()
+        rows = gpu_rows(trace)
+        if not len(steps) or rows.size == 0:
+            return done
+        links = launch_of(trace)[rows]
+        when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
+        i = np.searchsorted(steps.start, when, side="right") - 1
+        inside = (i >= 0) & (when < steps.end[np.maximum(i, 0)])
+        np.maximum.at(done, i[inside], trace.end[rows][inside])
+        return done
+    return trace.cached("step_completion", compute)
+
+
+def step_times(trace: Trace) -> np.ndarray:
+    """Steady-state time per step: spacing of consecutive completions (the first: its own span)."""
+    steps = profiler_steps(trace)
+    if not len(steps):
+        return np.zeros(0)
+    done = np.maximum.accumulate(step_completion(trace))
+    return np.diff(np.concatenate(([steps.start[0]], done)))
 
 
 def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
@@ -94,14 +120,14 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
                     else "no ProfilerStep ranges")
             raise PerflabError(f"no ProfilerStep#{step} in {trace.meta.get('path', 'the trace')} (it has {have})")
         i = int(hit[0])
-        end = np.minimum(steps.end[i:i + 1], _recorded_end(trace))
+        end = np.minimum(step_completion(trace)[i:i + 1], _recorded_end(trace))
         return Windows(steps.start[i:i + 1], np.maximum(end, steps.start[i:i + 1]), "step", (int(step),))
     if len(steps):
-        start, end = _non_overlapping(steps.start, steps.end)
         # A step cut short by the end of profiling claims time nothing was recorded in.
-        end = np.minimum(end, _recorded_end(trace))
-        keep = end > start
-        return Windows(start[keep], end[keep], "steps", tuple(int(n) for n in steps.number[keep]))
+        end = np.minimum(step_completion(trace), _recorded_end(trace))
+        keep = end > steps.start
+        start, end = merge(steps.start[keep], end[keep])
+        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]))
     rows = gpu_rows(trace)
     if rows.size:
         return Windows(np.array([trace.ts[rows].min()]), np.array([trace.end[rows].max()]), "gpu-span")
@@ -115,12 +141,6 @@ def _recorded_end(trace: Trace) -> float:
         ends = trace.end[~ignore]
         return float(ends.max()) if ends.size else float(trace.end.max())
     return trace.cached("recorded_end", compute)
-
-
-def _non_overlapping(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    end = end.copy()
-    end[:-1] = np.minimum(end[:-1], start[1:])
-    return start.copy(), np.maximum(end, start)
 
 
 def per_windows(trace: Trace, name: str, windows: Windows, compute):

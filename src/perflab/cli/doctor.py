@@ -1,6 +1,30 @@
-"""perflab CLI: doctor commands (placeholder until its issue lands)."""
+"""perflab doctor PATH: what holds the workload back, with evidence."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command("doctor")
+    def doctor(
+        path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, "
+                                              "Nsight Compute report or memory snapshot."),
+        json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/1)."),
+        rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
+        step: Optional[int] = typer.Option(None, "--step", help="Only ProfilerStep#N."),
+    ) -> None:
+        """Diagnose a profile: findings ranked by the share of step time they cost."""
+        from perflab.doctor import diagnose
+
+        report = diagnose(path, rank=rank, step=step)
+        if json_out:
+            from perflab.report.json import report_json
+
+            typer.echo(report_json(report))
+        else:
+            from perflab.report.terminal import render_report
+
+            render_report(report)

@@ -231,12 +231,12 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     if as_json:
         print(json.dumps({"schema": "perflab.check/1", **detail}, indent=2))
     else:
-        _render_check(console, p, result)
+        _render_check(console, result)
     if not result.passed:
         _fail(1)
 
 
-def _render_check(console: Console, p: Puzzle, r: Any) -> None:
+def _render_check(console: Console, r: Any) -> None:
     def mark(ok: bool) -> tuple[str, str]:
         return ("✓ ", "green") if ok else ("✗ ", "red")
 

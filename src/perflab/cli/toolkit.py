@@ -16,8 +16,16 @@ PASSTHROUGH = {"allow_interspersed_args": False}
 CMD = typer.Argument(None, metavar="-- CMD", help="the command to run, e.g. -- python script.py ARGS")
 
 
+# Typer keeps a docstring's line breaks, so the help is written as one paragraph per string.
+PROFILE_HELP = (
+    "Profile an unmodified script with torch.profiler, then show the doctor's verdict.\n\n"
+    "Steps are found by themselves: entries of --marker's range, else top-level nn.Module calls "
+    "(one forward = one step), else time slices. Works through torchrun (one trace per rank)."
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("profile", context_settings=PASSTHROUGH)(profile)
+    app.command("profile", context_settings=PASSTHROUGH, help=PROFILE_HELP)(profile)
     app.command("monitor", context_settings=PASSTHROUGH)(monitor)
 
 
@@ -28,15 +36,14 @@ def profile(
     out: Optional[Path] = typer.Option(None, help="folder for the trace(s) [default: ./perflab-work/profile]"),
     stack: bool = typer.Option(False, "--stack", help="record Python call stacks"),
     memory: bool = typer.Option(False, "--memory", help="record tensor allocations"),
-    marker: Optional[str] = typer.Option(None, help="a step begins where a record_function/NVTX range of this name opens"),
-    target: Optional[str] = typer.Option(None, help="the script or module to profile when it is not the first .py in CMD"),
+    marker: Optional[str] = typer.Option(None, help="a step begins where a record_function/NVTX range "
+                                                    "of this name opens"),
+    target: Optional[str] = typer.Option(None, help="the script or module to profile when it is not "
+                                                    "the first .py in CMD"),
     slice_s: float = typer.Option(0.1, "--slice", help="seconds per step when steps are time slices"),
     ncu: bool = typer.Option(False, "--ncu", help="hand over to `perflab ncu -- CMD` (Nsight Compute) instead"),
 ) -> None:
-    """Profile an unmodified script with torch.profiler, then show the doctor's verdict.
-
-    Steps are found by themselves: entries of --marker's range, else top-level nn.Module calls (one forward = one step), else time slices. Works through torchrun (one trace per rank).
-    """  # noqa: E501 (one line: typer keeps the docstring's line breaks)
+    """Profile an unmodified script with torch.profiler, then show the doctor's verdict (help: PROFILE_HELP)."""
     from perflab.errors import PerflabError
     from perflab.toolkit import profile as lib
 

@@ -51,7 +51,7 @@ def _dispatch(kind: str, path: Path) -> Report:
 
 def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
-    from perflab.analysis.windows import gpu_rows
+    from perflab.analysis.links import gpu_rows
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
     from perflab.doctor.rules.system import healthy

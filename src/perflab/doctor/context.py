@@ -36,6 +36,10 @@ class Context:
     def n_steps(self) -> int:
         return max(len(self.windows.steps), 1)
 
+    @property
+    def step_ms(self) -> float:
+        return self.summary["step_time_ms"]
+
     def share(self, us: float) -> float:
         """Percent of the analysed step time."""
         return 100.0 * us / self.window_us if self.window_us > 0 else 0.0

@@ -197,7 +197,7 @@ def grade(question: Any, raw: str, computed: Computed) -> Grade:
     note = ""
     if question.type == "number":
         correct = abs(given - float(expected)) <= question.tolerance * abs(float(expected))
-        note = f"within ±{question.tolerance:.0%} of the computed value"
+        note = f"answers within ±{question.tolerance:.0%} of the computed value count as right"
     elif question.type == "text":
         correct, note = _grade_text(given, str(expected), computed.alternatives)
     else:

@@ -106,7 +106,7 @@ class Puzzle:
 def display_path(path: Path) -> str:
     """Relative to the working directory when below it (shorter error lines)."""
     try:
-        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd().resolve()) else str(path)
     except ValueError:
         return str(path)
 

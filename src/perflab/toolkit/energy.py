@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 from time import perf_counter
 from typing import Any, Callable
 
-from perflab.errors import NeedsGPU, PerflabError
+from perflab.errors import PerflabError
 from perflab.toolkit.monitor import load_nvml, nvml_handle
+from perflab.toolkit.timing import require_cuda
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,7 @@ def energy(fn: Callable, *args: Any, repeats: int = 100, warmup: int = 5, min_ti
     """Energy of fn(*args, **kwargs) on a CUDA GPU: at least `repeats` calls and `min_time_s` seconds."""
     nv = load_nvml()
     try:
-        try:
-            import torch
-        except ImportError:
-            raise NeedsGPU("energy() needs torch with CUDA") from None
-        if not torch.cuda.is_available():
-            raise NeedsGPU("energy() needs a CUDA GPU: torch.cuda.is_available() is False")
+        torch = require_cuda("energy()")
         device = torch.cuda.current_device() if device is None else device
         handle = nvml_handle(nv, device)
 

@@ -64,8 +64,11 @@ def decode_throttle(mask: int | None) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
-def _readers(nv: Any, h: Any) -> dict[str, Callable[[], dict[str, float]]]:
-    """One reader per NVML query, each returning some of FIELDS."""
+Reader = Callable[[], dict]
+
+
+def _readers(nv: Any, h: Any) -> dict[str, list[tuple[str, Reader]]]:
+    """For each metric, NVML queries that return some of FIELDS, best first, each with a label."""
 
     def util() -> dict[str, float]:
         u = nv.nvmlDeviceGetUtilizationRates(h)
@@ -77,31 +80,34 @@ def _readers(nv: Any, h: Any) -> dict[str, Callable[[], dict[str, float]]]:
             raise nv.NVMLError(v.nvmlReturn)
         return {"power_w": v.value.uiVal / 1000}
 
-    reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    def reasons(name: str) -> Reader:  # "clocks event reasons" is the new name of "throttle reasons"
+        return lambda: {"throttle": int(getattr(nv, name)(h))}
+
     return {
-        "util": util,
-        "memory": lambda: {"mem_used_mib": nv.nvmlDeviceGetMemoryInfo(h).used / 2**20},
-        "power_instant": instant_power,
-        "power_average": lambda: {"power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000},
-        "clocks": lambda: {"sm_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-                           "mem_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)},
-        "temperature": lambda: {"temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)},
-        "throttle": lambda: {"throttle": int(reasons(h))},
-        "energy": lambda: {"energy_mj": nv.nvmlDeviceGetTotalEnergyConsumption(h)},
+        "util": [("", util)],
+        "memory": [("", lambda: {"mem_used_mib": nv.nvmlDeviceGetMemoryInfo(h).used / 2**20})],
+        "power": [("instant", instant_power),
+                  ("1 s average", lambda: {"power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000})],
+        "clocks": [("", lambda: {"sm_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                                 "mem_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)})],
+        "temperature": [("", lambda: {"temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)})],
+        "throttle": [("", reasons("nvmlDeviceGetCurrentClocksEventReasons")),
+                     ("", reasons("nvmlDeviceGetCurrentClocksThrottleReasons"))],
+        "energy": [("", lambda: {"energy_mj": nv.nvmlDeviceGetTotalEnergyConsumption(h)})],
     }
 
 
-def _working(readers: dict[str, Callable[[], dict]]) -> dict[str, Callable[[], dict]]:
-    """The readers this GPU supports (probed once), with one power source: instant if it works."""
+def _working(readers: dict[str, list[tuple[str, Reader]]]) -> dict[str, tuple[str, Reader]]:
+    """Per metric, the first query that works on this GPU (probed once); metrics with none are left out."""
     ok = {}
-    for name, read in readers.items():
-        if name == "power_average" and "power_instant" in ok:
-            continue
-        try:
-            read()
-        except Exception:
-            continue
-        ok[name] = read
+    for metric, choices in readers.items():
+        for label, read in choices:
+            try:
+                read()
+            except Exception:  # NVMLError (not supported), or a binding too old to have the call
+                continue
+            ok[metric] = (label, read)
+            break
     return ok
 
 
@@ -125,13 +131,14 @@ class GPUMonitor:
     FIELDS: t in seconds since open() or start(), None where the GPU does not report a metric.
     """
 
-    def __init__(self, interval: float = 0.01, device: int = 0, *, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, interval: float = 0.01, device: int = 0, *,
+                 clock: Callable[[], float] = time.perf_counter):
         if interval <= 0:
             raise PerflabError(f"interval must be > 0 seconds (got {interval})")
         self.interval, self.device, self.clock = interval, device, clock
         self.samples: list[dict[str, Any]] = []
         self._nv: Any = None
-        self._readers: dict[str, Callable[[], dict]] = {}
+        self._readers: dict[str, tuple[str, Reader]] = {}
         self._t0 = 0.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -144,12 +151,15 @@ class GPUMonitor:
         if self._nv is not None:
             return
         nv = load_nvml()
-        handle = nvml_handle(nv, self.device)
+        try:
+            handle = nvml_handle(nv, self.device)
+        except PerflabError:
+            nv.nvmlShutdown()
+            raise
         name = nv.nvmlDeviceGetName(handle)
         self.name = name.decode() if isinstance(name, bytes) else str(name)
         self._readers = _working(_readers(nv, handle))
-        self.power_source = ("instant" if "power_instant" in self._readers
-                             else "1 s average" if "power_average" in self._readers else "none")
+        self.power_source = self._readers.get("power", ("none",))[0]
         self._nv = nv
         self._t0 = self.clock()
 
@@ -193,7 +203,7 @@ class GPUMonitor:
         """Take one sample now (the thread calls this every interval)."""
         row: dict[str, Any] = dict.fromkeys(FIELDS)
         row["t"] = self.clock() - self._t0
-        for read in self._readers.values():
+        for _, read in self._readers.values():
             try:
                 row.update(read())
             except Exception:  # a transient NVML error loses this metric for this sample only

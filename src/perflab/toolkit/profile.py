@@ -52,6 +52,11 @@ def trace_path(out: str | Path | None) -> Path:
     return out if out.name.endswith((".json", ".json.gz")) else out / trace_name()
 
 
+def check_counts(steps: int, warmup: int) -> None:
+    if steps < 1 or warmup < 0:
+        raise PerflabError(f"need steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
+
+
 class Session:
     """One torch.profiler run over steps: `warmup` steps skipped, then `steps` recorded.
 
@@ -61,8 +66,7 @@ class Session:
 
     def __init__(self, path: Path, *, steps: int = 10, warmup: int = 0, stack: bool = False,
                  memory: bool = False):
-        if steps < 1 or warmup < 0:
-            raise PerflabError(f"need steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
+        check_counts(steps, warmup)
         self.path, self.steps, self.warmup, self.stack, self.memory = Path(path), steps, warmup, stack, memory
         self.begun = 0  # steps begun so far
         self.saved: Path | None = None
@@ -127,11 +131,6 @@ class Session:
         self.saved = self.path
 
 
-def _no_trace_message(session: Session) -> str:
-    return (f"nothing recorded: {session.begun - 1} step() call(s) but warmup={session.warmup}; "
-            "call step() at the end of each iteration, or lower warmup")
-
-
 @contextlib.contextmanager
 def profile(out: str | Path | None = None, *, steps: int = 10, warmup: int = 0, stack: bool = False,
             memory: bool = False, doctor: bool = True) -> Iterator[Session]:
@@ -148,7 +147,8 @@ def profile(out: str | Path | None = None, *, steps: int = 10, warmup: int = 0, 
     finally:
         path = session.close()
     if path is None:
-        raise PerflabError(_no_trace_message(session))
+        raise PerflabError(f"nothing recorded: {session.begun - 1} step() call(s) but warmup={warmup}; "
+                           "call step() at the end of each iteration, or lower warmup")
     if doctor:
         print(doctor_summary(path))
 
@@ -230,7 +230,8 @@ class ProfiledRun:
         if not p["torch"]:
             return f"{what} never imported torch: nothing to profile"
         if p["boundaries"] == 0:
-            return "no step began: the script ended before its first nn.Module call or time slice; mark one with --marker"
+            return ("no step began: the script ended before its first nn.Module call or time slice; "
+                    "mark steps with --marker")
         return (f"only {p['boundaries']} step(s) ({p['steps_by']}) and --warmup {warmup}: "
                 "nothing left to record; lower --warmup")
 
@@ -245,8 +246,7 @@ def profile_command(cmd: Sequence[str], *, out: Path, steps: int = 10, warmup: i
                     memory: bool = False, marker: str | None = None, target: dict[str, str],
                     slice_s: float = 0.1) -> ProfiledRun:
     """Run `cmd` with its target process(es) profiling themselves; see the module docstring."""
-    if steps < 1 or warmup < 0:
-        raise PerflabError(f"need --steps >= 1 and --warmup >= 0 (got {steps}, {warmup})")
+    check_counts(steps, warmup)  # here: in the profiled process an error could only be reported
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clear_traces(out)
@@ -262,7 +262,7 @@ def profile_command(cmd: Sequence[str], *, out: Path, steps: int = 10, warmup: i
     finally:
         shutil.rmtree(meta_dir, ignore_errors=True)
     processes.sort(key=lambda p: int(p["rank"]) if str(p.get("rank")).isdigit() else -1)
-    traces = [Path(p["trace"]) for p in processes if p.get("trace")]
+    traces = dict.fromkeys(Path(p["trace"]) for p in processes if p.get("trace"))  # ordered, no repeats
     return ProfiledRun(returncode, [t for t in traces if t.exists()], processes)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perflab.errors import PerflabError
+from perflab.errors import NeedsGPU, PerflabError
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,19 @@ def timer(fn: Callable, *args: Any, warmup: int = 10, repeats: int = 50, cuda: b
     return Timing(tuple(samples), "perf_counter")
 
 
-def _cuda_samples(fn: Callable, args: tuple, kwargs: dict, repeats: int) -> list[float]:
-    import torch
-
+def require_cuda(what: str) -> Any:
+    """torch, when it has a CUDA GPU; NeedsGPU naming `what` otherwise."""
+    try:
+        import torch
+    except ImportError:
+        raise NeedsGPU(f"{what} needs torch with CUDA: pip install torch") from None
     if not torch.cuda.is_available():
-        from perflab.errors import NeedsGPU
+        raise NeedsGPU(f"{what} needs a CUDA GPU: torch.cuda.is_available() is False")
+    return torch
 
-        raise NeedsGPU("timer(cuda=True) needs a CUDA GPU: torch.cuda.is_available() is False")
+
+def _cuda_samples(fn: Callable, args: tuple, kwargs: dict, repeats: int) -> list[float]:
+    torch = require_cuda("timer(cuda=True)")
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
     torch.cuda.synchronize()  # the warm-up's work must not spill into the first sample
     for start, end in events:

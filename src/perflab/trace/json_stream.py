@@ -24,7 +24,7 @@ _ARRAY_END = re.compile(rb"\}\s*\]")
 _SPACE = re.compile(rb"\s*")
 _TAIL_START = re.compile(rb"\s*[,}]")
 _HEAD_LIMIT = 64 << 20       # metadata before traceEvents larger than this: not a Kineto trace
-_LOOKAHEAD = 1 << 20         # never cut in the last MiB before EOF is known (the tail lives there)
+_LOOKAHEAD = 256 << 10       # never cut this close to the end before EOF is known (the tail lives there)
 _RETRIES = 3
 _OPEN, _CLOSE = ord("["), ord("]")
 
@@ -48,7 +48,7 @@ class EventStream:
     (the array's `[` or a separator), so it can be overwritten with `[`.
     """
 
-    def __init__(self, fh: BinaryIO, block_size: int = 32 << 20) -> None:
+    def __init__(self, fh: BinaryIO, block_size: int = 1 << 20) -> None:
         self._fh = fh
         self._block = max(int(block_size), 1024)
         self._buf = bytearray(self._block + min(_LOOKAHEAD, self._block) + 4096)

@@ -18,7 +18,7 @@ from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.model import GPU_WORK_KINDS, Trace
 from perflab.trace.sniff import KINETO, open_binary, sniff
 
-BLOCK_SIZE = 32 << 20
+BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
 # Below this size an unusual document (NaN literals, odd layout) is re-read whole by the stdlib.
 _WHOLE_DOCUMENT_LIMIT = 256 << 20
 
@@ -139,7 +139,7 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
         first_event_row=0 if first_row_kept else None,
         dropped_events=dropped,
         n_events=builder.n_events,
-        pid_names={-2 - i: name for i, name in enumerate(builder.pid_names.table())},
+        thread_names={-2 - i: name for i, name in enumerate(builder.pid_names.table())},
     )
     trace = Trace(
         names=builder.names.table(), cats=builder.cats.table(), shapes=builder.shapes.text_table(),

@@ -9,6 +9,7 @@ coerces field by field.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from itertools import compress, count
 from operator import attrgetter
@@ -17,10 +18,12 @@ from typing import Any, Optional, Union
 import msgspec
 import numpy as np
 
-from perflab.trace.model import KERNEL, MEMCPY, MEMSET, CPU_OP, kind_of_category
+from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION, kind_of_category
 
 Num = Union[int, float, str]
 NAN = float("nan")
+# Ops whose "Input Dims"/"Input type" are kept (the dequant rule reads them); the rest are skipped.
+SHAPE_OPS = re.compile(r"_to_copy|aten::to$|aten::copy_|quant|cast|convert|type_as|aten::(add|bmm|mm|matmul|linear)")
 
 
 class Args(msgspec.Struct, gc=False):
@@ -41,10 +44,8 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     ts: Num = NAN
     dur: Num = NAN
-    pid: Union[int, str] = -1
     tid: Union[int, str] = -1
     id: Union[int, str] = -1
-    bp: str = ""
     args: Args = msgspec.field(default_factory=Args)
 
 
@@ -128,6 +129,7 @@ class ColumnBuilder:
         self.first_event_is_complete: bool | None = None
         self.n_events = 0
         self._kind_of_cat: list[int] = []
+        self._shape_ops = np.zeros(0, dtype=bool)
 
     # -- pid/tid may be strings in Chrome traces ("Spans"): give those negative ids
     def _pid(self, v: Any) -> int:
@@ -156,14 +158,15 @@ class ColumnBuilder:
         if self.first_event_is_complete is None:
             self.first_event_is_complete = events[0].ph == "X"
         self.n_events += n
-        if not self.ts_is_float:
-            kinds = set(map(type, map(attrgetter("ts"), events)))
-            self.ts_is_float = bool(kinds - {int})
         phase = np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), events)), np.int8, n)
         self._add_complete(list(compress(events, (phase == 0).tolist())))
         flows = list(compress(events, ((phase == 1) | (phase == 2) | (phase == 3)).tolist()))
         if flows:
             self._add_flows(flows)
+
+    def _note_ts_types(self, values: list) -> None:
+        if not self.ts_is_float:
+            self.ts_is_float = bool(set(map(type, values)) - {int})
 
     def _add_complete(self, ev: list[Event]) -> None:
         n = len(ev)
@@ -174,24 +177,39 @@ class ColumnBuilder:
         while len(self._kind_of_cat) < len(self.cats):
             self._kind_of_cat.append(kind_of_category(self.cats.table()[len(self._kind_of_cat)]))
         kind = np.asarray(self._kind_of_cat, dtype=np.int8)[cat_ids]
+        names = np.fromiter(map(self.names.__getitem__, map(attrgetter("name"), ev)), np.int32, n)
+        ts = list(map(attrgetter("ts"), ev))
+        self._note_ts_types(ts)
         p["cat"].append(cat_ids.astype(np.int16))
         p["kind"].append(kind)
-        p["name"].append(np.fromiter(map(self.names.__getitem__, map(attrgetter("name"), ev)), np.int32, n))
-        p["ts"].append(_column(list(map(attrgetter("ts"), ev)), np.float64, _to_float))
+        p["name"].append(names)
+        p["ts"].append(_column(ts, np.float64, _to_float))
         p["dur"].append(_column(list(map(attrgetter("dur"), ev)), np.float64, _to_float))
-        p["pid"].append(_column(list(map(attrgetter("pid"), ev)), np.int64, self._pid))
         p["tid"].append(_column(list(map(attrgetter("tid"), ev)), np.int64, self._pid))
-        args = list(map(attrgetter("args"), ev))
-        for col in ("stream", "device", "correlation", "external_id"):
-            p[col].append(_column(list(map(attrgetter(col), args)), np.int64, _to_int))
 
-        is_gpu = (kind == KERNEL) | (kind == MEMCPY) | (kind == MEMSET)
-        p["nbytes"].append(self._sparse(args, is_gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
-        p["grid"].append(self._sparse(args, kind == KERNEL, "grid", np.int64, -1, _dims_product))
-        p["block"].append(self._sparse(args, kind == KERNEL, "block", np.int64, -1, _dims_product))
-        on_cpu = kind == CPU_OP
-        p["shape"].append(self._sparse(args, on_cpu, "input_dims", np.int32, -1, self._raw_id(self.shapes)))
-        p["dtype"].append(self._sparse(args, on_cpu, "input_type", np.int32, -1, self._raw_id(self.dtypes)))
+        # Args only where they mean something: one pass per field over that group of events.
+        host_op = (kind == CPU_OP) | (kind == USER_ANNOTATION) | (kind == PYTHON)
+        gpu = (kind == KERNEL) | (kind == MEMCPY) | (kind == MEMSET)
+        linked = ~host_op                                   # runtime, GPU work, syncs, the rest
+        shaped = (kind == CPU_OP) & self._shape_op_table()[names]
+        p["stream"].append(self._group(ev, linked, "stream", np.int64, -1, _to_int))
+        p["correlation"].append(self._group(ev, linked, "correlation", np.int64, -1, _to_int))
+        p["device"].append(self._group(ev, gpu, "device", np.int64, -1, _to_int))
+        p["external_id"].append(self._group(ev, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int))
+        p["nbytes"].append(self._group(ev, gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
+        p["grid"].append(self._group(ev, kind == KERNEL, "grid", np.int64, -1, _dims_product, convert_all=True))
+        p["block"].append(self._group(ev, kind == KERNEL, "block", np.int64, -1, _dims_product, convert_all=True))
+        p["shape"].append(self._group(ev, shaped, "input_dims", np.int32, -1, self._raw_id(self.shapes), True))
+        p["dtype"].append(self._group(ev, shaped, "input_type", np.int32, -1, self._raw_id(self.dtypes), True))
+
+    def _shape_op_table(self) -> np.ndarray:
+        """Per name id: is this an op whose input shapes/dtypes the rules read (casts, matmuls)?"""
+        table = self._shape_ops
+        if table.size < len(self.names):
+            names = self.names.table()
+            extra = [bool(SHAPE_OPS.search(n)) for n in names[table.size:]]
+            self._shape_ops = table = np.concatenate((table, np.array(extra, dtype=bool)))
+        return table
 
     @staticmethod
     def _raw_id(table: _Interner):
@@ -201,37 +219,37 @@ class ColumnBuilder:
         return convert
 
     @staticmethod
-    def _sparse(args: list[Args], mask: np.ndarray, field: str, dtype, fill, convert) -> np.ndarray:
-        """A column filled only where mask holds (the field is meaningless elsewhere)."""
-        out = np.full(len(args), fill, dtype=dtype)
-        rows = np.flatnonzero(mask)
-        if rows.size:
-            getter = attrgetter(field)
-            values = [getter(args[i]) for i in rows.tolist()]
-            out[rows] = np.fromiter(map(convert, values), dtype=dtype, count=len(values))
+    def _group(ev: list[Event], mask: np.ndarray, field: str, dtype, fill, convert, convert_all=False) -> np.ndarray:
+        """An args column read only for the events where mask holds, `fill` elsewhere."""
+        out = np.full(len(ev), fill, dtype=dtype)
+        if not mask.any():
+            return out
+        values = list(map(attrgetter(field), map(attrgetter("args"), compress(ev, mask.tolist()))))
+        if convert_all:
+            out[mask] = np.fromiter(map(convert, values), dtype=dtype, count=len(values))
+        else:
+            out[mask] = _column(values, dtype, convert)
         return out
 
     def _add_flows(self, ev: list[Event]) -> None:
         n = len(ev)
         f = self.flow_parts
+        ts = list(map(attrgetter("ts"), ev))
+        self._note_ts_types(ts)
         f["id"].append(_column(list(map(attrgetter("id"), ev)), np.int64, _to_int))
-        f["ts"].append(_column(list(map(attrgetter("ts"), ev)), np.float64, _to_float))
-        f["pid"].append(_column(list(map(attrgetter("pid"), ev)), np.int64, self._pid))
-        f["tid"].append(_column(list(map(attrgetter("tid"), ev)), np.int64, self._pid))
+        f["ts"].append(_column(ts, np.float64, _to_float))
         f["phase"].append(np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), ev)), np.int8, n))
-        f["cat"].append(np.fromiter(map(self.cats.__getitem__, map(attrgetter("cat"), ev)), np.int32, n))
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,
-                 "pid": np.int64, "tid": np.int64, "stream": np.int64, "device": np.int64,
+                 "tid": np.int64, "stream": np.int64, "device": np.int64,
                  "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
                  "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32}
         columns = {}
         for key, dtype in empty.items():
             parts = self.parts.pop(key, [])
             columns[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-        flow_types = {"id": np.int64, "ts": np.float64, "pid": np.int64, "tid": np.int64,
-                      "phase": np.int8, "cat": np.int32}
+        flow_types = {"id": np.int64, "ts": np.float64, "phase": np.int8}
         flows = {}
         for key, dtype in flow_types.items():
             parts = self.flow_parts.pop(key, [])
@@ -257,8 +275,7 @@ def loose_event(item: Any) -> Event:
     return Event(
         ph=_text(item.get("ph")), cat=_text(item.get("cat")), name=_text(item.get("name")),
         ts=_scalar(item.get("ts"), NAN), dur=_scalar(item.get("dur"), NAN),
-        pid=_id(item.get("pid")), tid=_id(item.get("tid")), id=_id(item.get("id")),
-        bp=_text(item.get("bp")), args=args,
+        tid=_id(item.get("tid")), id=_id(item.get("id")), args=args,
     )
 
 

@@ -47,20 +47,19 @@ class Trace:
     name: np.ndarray         # int32, index into names
     ts: np.ndarray           # float64 µs
     dur: np.ndarray          # float64 µs (NaN where absent)
-    pid: np.ndarray          # int64 (string pids get negative ids, see meta["pid_names"])
-    tid: np.ndarray          # int64
-    stream: np.ndarray       # int64, -1 where absent or not an integer (HTA's convention)
-    device: np.ndarray       # int64, -1 where absent
-    correlation: np.ndarray  # int64, -1 where absent
-    external_id: np.ndarray  # int64, -1 where absent
+    tid: np.ndarray          # int64 thread (GPU events: the stream; string ids get negative ids)
+    stream: np.ndarray       # int64, -1 where absent or not an integer (HTA's convention); not read on CPU ops
+    device: np.ndarray       # int64, -1 where absent (read on GPU work only)
+    correlation: np.ndarray  # int64, -1 where absent; links a runtime call to the GPU op it launched
+    external_id: np.ndarray  # int64, -1 where absent (read on CPU ops and GPU work)
     nbytes: np.ndarray       # float64, NaN where absent (memcpy/memset "bytes")
     grid: np.ndarray         # int64, product of the grid dims, -1 where absent
     block: np.ndarray        # int64, product of the block dims, -1 where absent
-    shape: np.ndarray        # int32, index into shapes ("Input Dims" JSON text), -1 where absent
-    dtype: np.ndarray        # int32, index into dtypes ("Input type" JSON text), -1 where absent
+    shape: np.ndarray        # int32, index into shapes ("Input Dims" JSON), -1 where absent or not kept
+    dtype: np.ndarray        # int32, index into dtypes ("Input type" JSON), -1 where absent or not kept
     shapes: list[str] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)
-    flows: dict[str, np.ndarray] = field(default_factory=dict)
+    flows: dict[str, np.ndarray] = field(default_factory=dict)  # ac2g flow events: id, ts, phase
     meta: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -94,3 +93,15 @@ class Trace:
 
     def rows(self, mask: np.ndarray) -> np.ndarray:
         return np.flatnonzero(mask)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an integer column; a counting pass when the range is small."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 32 * values.size + (1 << 20):
+        seen = np.bincount(values - lo, minlength=hi - lo + 1) > 0
+        return (np.flatnonzero(seen) + lo).astype(values.dtype)
+    return np.unique(values)

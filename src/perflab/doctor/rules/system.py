@@ -16,7 +16,7 @@ _OVERLAP_POOR_PCT = 20.0
 
 
 def _idle_evidence(ctx: Context) -> dict:
-    return {"gpu_idle_pct": 100.0 - ctx.gpu_busy_pct, "step_time_ms": ctx.window_us / ctx.n_steps / 1e3,
+    return {"gpu_idle_pct": 100.0 - ctx.gpu_busy_pct, "step_time_ms": ctx.step_ms,
             "steps": len(ctx.windows.steps)}
 
 

@@ -1,4 +1,5 @@
-"""The recorded Nsight Compute fixtures (tests/data/ncu, recorded by scripts/record_ncu_fixtures.sh)."""
+"""The recorded Nsight Compute fixtures (tests/data/ncu, recorded by scripts/record_ncu_fixtures.sh):
+helpers the other test_ncu_* modules import, and a check of the fixture tables."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -41,3 +42,16 @@ def profile(name: str, source: str):
     from perflab.trace.ncu import load
 
     return load(csv(name) if source == "csv" else report(name))
+
+
+def test_every_fixture_line_names_a_taxonomy_id_and_a_source():
+    from perflab.doctor.finding import TAXONOMY_IDS
+
+    for table in (TABLE, VALIDATION):
+        for line in table.read_text().splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            name, planted, regex, skip, *program = line.split()
+            assert planted in TAXONOMY_IDS and int(skip) >= 0 and program, line
+            source = program[-1] if program[0] == "python3" else program[0].replace("build/fixtures/", "")
+            assert (ROOT / source).exists() or (ROOT / "fixtures" / "kernels" / f"{source}.cu").exists(), line

@@ -1,0 +1,24 @@
+"""The doctor's JSON output (schema perflab.doctor/1, see DESIGN.md)."""
+from __future__ import annotations
+
+import math
+
+import orjson
+
+from perflab.doctor.finding import Report
+
+
+def _clean(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def report_json(report: Report, *, indent: bool = True) -> str:
+    """One JSON object; NaN/inf become null so every JSON parser accepts it."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    return orjson.dumps(_clean(report.to_dict()), option=option | orjson.OPT_SERIALIZE_NUMPY).decode()
