@@ -4,15 +4,19 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
 
 - sync: the GPU ran out of work while the host was blocked in a synchronizing call. Had the host
   not waited, it could have prepared the next work during the wait, so the sync costs
-  min(wait, gap) of the gap; the rest of the gap is classified like any other gap below.
+  min(wait, gap) of the gap; the rest of the gap is classified like any other gap below. Until
+  the GPU runs real work again, short host waits are part of the round trip (sync, not launch).
+  When the host then visibly does work of its own (CPU ops that launch nothing, data loading,
+  staging a copy), that work is the cause and the sync only costs the time the host stayed blocked.
   A sync that mostly waited for a copy is counted as a copy.
 - copy: the host was inside a memcpy call (staging pageable memory, or a synchronous copy).
 - input: the host was inside DataLoader iteration.
 - launch: the next kernel was launched late but the host was busy launching (the gap is short,
-  and the host was not in an op that launches nothing), or it was already queued and the gap is
-  only the launch latency (< 30 µs, HTA's "kernel wait").
+  and the host was not in an op that launches nothing).
 - host: the host was busy in CPU work that launches nothing (non-launching ops, or a long stretch
   with no launch at all).
+- queued: the next kernel was already queued and the gap is only the device's own start-up
+  latency between kernels (< 30 µs, HTA's "kernel wait"): a cost of tiny kernels, not of the host.
 - other: queued work that still did not start (waiting on another stream, event or rank).
 """
 from __future__ import annotations
@@ -27,15 +31,16 @@ from perflab.analysis.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.memcpy import direction, is_pageable
 from perflab.analysis.syncs import origin_op, sync_rows
 from perflab.analysis.windows import Windows, per_windows, trace_origin
-from perflab.trace.model import MEMCPY, Trace, distinct
+from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct
 
-CAUSES = ("sync", "copy", "input", "launch", "host", "other")
-SYNC, COPY, INPUT, LAUNCH, HOST, OTHER = range(6)
+CAUSES = ("sync", "copy", "input", "launch", "host", "queued", "other")
+SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER = range(7)
 KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
 LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
 SYNC_TOLERANCE_US = 2.0     # host and device clocks
 LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
 MAJORITY = 0.5
+SMALL_COPY_BYTES = 1 << 20  # copies this small between two syncs are the round trip itself
 
 
 @dataclass
@@ -120,7 +125,6 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     known_launch = np.where((nxt >= 0) & (launch < 0), -np.inf, launch_ts)
     blocking = _blocking_calls(trace, copies, busy, gs, ge, host_tid, known_launch)
     scale = np.where(length > 0, inside / np.maximum(length, 1e-9), 0.0)
-    sync_cost = blocking["cost"] * scale
     ext_wait = blocking["external"] * scale
 
     # -- the rest of each gap -------------------------------------------------------------
@@ -128,16 +132,29 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     in_loader = dataloader(trace).covered(gs, ge) >= MAJORITY * length
     queued = (launch >= 0) & (launch_ts <= gs)
     host_wait = (launch >= 0) & (launch_ts > gs)
-    cause[queued & (length < KERNEL_WAIT_US)] = LAUNCH
+    cause[queued & (length < KERNEL_WAIT_US)] = QUEUED
     cause[host_wait] = LAUNCH
     cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
     quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
                         np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)))
-    cause[(host_wait | (launch < 0)) & quiet] = HOST
-    cause[in_loader] = INPUT
+    waiting_for_host = ~queued  # with work already queued, what the host does is beside the point
+    cause[waiting_for_host & quiet] = HOST
+    cause[waiting_for_host & in_loader] = INPUT
     call_copy, in_copy_call = _copy_in_call(trace, copies, gs, ge)
+    in_copy_call &= waiting_for_host
     cause[in_copy_call & (call_copy != -2)] = COPY
     cause[in_copy_call & (call_copy == -2)] = OTHER  # blocked in a copy that waits on something else
+    # After a drain the host has no lead: until it has restarted real GPU work, a short host wait
+    # is the price of the round trip, not of launching; so is sending a small tensor back.
+    episode = _sync_episodes(trace, rows, busy_s, gs, ge, blocking["call"] >= 0)
+    cause[episode & (cause == LAUNCH)] = SYNC
+    small = (call_copy < 0) | (np.nan_to_num(trace.nbytes[np.maximum(call_copy, 0)], nan=0.0) <= SMALL_COPY_BYTES)
+    cause[episode & (cause == COPY) & small] = SYNC
+    # Host work we can see (CPU ops that launch nothing, loading data, staging a copy) is its own
+    # cause; the sync then only costs the time the host stayed blocked. A long stretch with no
+    # recorded host activity proves nothing of the kind: there the sync keeps min(drain, after).
+    own_work = (np.isin(cause, (HOST, INPUT, COPY))) & (waiting_for_host & (quiet | in_loader | in_copy_call))
+    sync_cost = (blocking["held"] + np.where(own_work, 0.0, blocking["overlap"])) * scale
 
     rest = np.maximum(inside - sync_cost - ext_wait, 0.0)
     by_cause = {c: float(rest[cause == k].sum()) for k, c in enumerate(CAUSES)}
@@ -158,6 +175,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     draining = (blocking["call"] >= 0) & ~on_copy & (sync_cost > 0)
     sync_info = {
         "draining_syncs": int(np.count_nonzero(draining)),
+        "episode_idle_us": float(inside[episode].sum()),
         "wait_us": float(blocking["drain"][draining].sum()),
         "bubble_us": float(inside[draining].sum()),
         "cost_us": float(sync_cost[draining].sum()),
@@ -171,11 +189,38 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     )
 
 
+def _sync_episodes(trace: Trace, rows: np.ndarray, busy_s: np.ndarray, gs: np.ndarray, ge: np.ndarray,
+                   drained: np.ndarray) -> np.ndarray:
+    """Gaps from a drain until the GPU runs real work again.
+
+    Tiny copies in between (a token id sent back, copied into a static input) belong to the round
+    trip; the first kernel or large copy ends the episode.
+    """
+    n = gs.size
+    if n == 0 or not drained.any():
+        return np.zeros(n, dtype=bool)
+    which = np.searchsorted(busy_s, trace.ts[rows], side="right") - 1
+    bulky = (trace.kind[rows] == KERNEL) | (np.nan_to_num(trace.nbytes[rows], nan=0.0) > SMALL_COPY_BYTES)
+    real = np.zeros(busy_s.size, dtype=bool)
+    np.logical_or.at(real, which[which >= 0], bulky[which >= 0])
+    ends_at = np.searchsorted(busy_s, ge)          # the busy interval that ends each gap
+    starts_after = np.searchsorted(busy_s, gs) - 1  # the busy interval each gap follows
+    continues = np.zeros(n, dtype=bool)
+    continues[1:] = (starts_after[1:] == ends_at[:-1]) & ~real[np.clip(ends_at[:-1], 0, busy_s.size - 1)]
+    segment = np.cumsum(~continues) - 1
+    seen = np.cumsum(drained)
+    first = np.flatnonzero(~continues)
+    base = (seen - drained)[first][segment]
+    return seen - base > 0
+
+
 def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.ndarray, ge: np.ndarray,
                     tids: np.ndarray, next_launch: np.ndarray) -> dict:
     """Per gap: the host call (sync or memcpy) that was blocking when the GPU ran dry, and its cost.
 
-    `next_launch` is when the work that ends the gap was launched (inf if unknown).
+    `next_launch` is when the work that ends the gap was launched (inf if unknown). Returns per gap
+    `held` (the host still blocked after the GPU ran dry: return latency, or staging a pageable
+    copy), `overlap` (min(drain, after)) and `external` (blocked on something else).
 
     A draining call waited `drain` = gs - start for the queued work; after it returned the GPU waited
     `after` = ge - return for the host to queue new work. Without the wait the host would have
@@ -184,7 +229,7 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     unless it is the host side of a pageable copy whose DMA just finished (then it is copy time).
     """
     n = gs.size
-    out = {"call": np.full(n, -1, dtype=np.int64), "cost": np.zeros(n), "external": np.zeros(n),
+    out = {"call": np.full(n, -1, dtype=np.int64), "held": np.zeros(n), "overlap": np.zeros(n), "external": np.zeros(n),
            "drain": np.zeros(n), "on_copy": np.zeros(n, dtype=bool), "copy_row": np.full(n, -1, dtype=np.int64)}
     memcpys = memcpy_calls(trace)
     calls = np.union1d(sync_rows(trace), memcpys[trace.dur[memcpys] >= LATENCY_US])
@@ -214,13 +259,17 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     copy_cov = Coverage(trace.ts[copies], trace.end[copies])
     waited_busy = busy.covered(s0, gs)
     waited_copy = copy_cov.covered(s0, gs)
-    on_copy = ok & (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0)
+    waited_for = np.where(issued >= 0, issued, _last_copy_before(trace, copies, gs))
+    big = np.nan_to_num(trace.nbytes[np.maximum(waited_for, 0)], nan=0.0) > SMALL_COPY_BYTES
+    # waiting for a small copy (a value sent to or from the host) is a round trip, not copy volume
+    on_copy = ok & (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0) & (waited_for >= 0) & big
     short_block = blocked <= np.maximum(LATENCY_US, 0.1 * drain)
     staging = own_copy_done & ~short_block
     external = ok & ~short_block & ~staging
-    cost = np.where(ok, np.minimum(drain, after) + np.where(short_block | staging, blocked, 0.0), 0.0)
-    out.update(call=call, cost=np.minimum(cost, ge - gs), external=np.where(external, blocked, 0.0),
-               drain=np.where(ok, drain, 0.0), on_copy=on_copy, copy_row=np.where(on_copy, issued, -1))
+    held = np.where(ok & (short_block | staging), blocked, 0.0)
+    overlap = np.where(ok, np.minimum(np.minimum(drain, after), ge - gs - held), 0.0)
+    out.update(call=call, held=held, overlap=overlap, external=np.where(external, blocked, 0.0),
+               drain=np.where(ok, drain, 0.0), on_copy=on_copy, copy_row=np.where(on_copy, waited_for, -1))
     return out
 
 

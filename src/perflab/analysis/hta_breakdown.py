@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perflab.analysis.links import match
 from perflab.trace.model import Trace, distinct
 
 CONSECUTIVE_KERNEL_DELAY_US = 30
@@ -84,17 +85,17 @@ def _runtime_rows(trace: Trace, base: np.ndarray, gpu: np.ndarray) -> np.ndarray
     first = trace.meta.get("first_event_row")
     unmatched = -1 if first is None else int(first)
     out[gpu_rows] = np.where(trace.correlation[gpu_rows] >= 0, unmatched, -1)
-    if cpu_rows.size and gpu_rows.size:
-        corr = trace.correlation[cpu_rows]
-        order = np.lexsort((cpu_rows, corr))          # by correlation, then file order
-        corr_sorted, rows_sorted = corr[order], cpu_rows[order]
-        pos = np.searchsorted(corr_sorted, trace.correlation[gpu_rows], side="right") - 1
-        ok = (pos >= 0) & (corr_sorted[np.maximum(pos, 0)] == trace.correlation[gpu_rows])
-        out[gpu_rows[ok]] = rows_sorted[pos[ok]]
+    found = match(trace.correlation[cpu_rows], cpu_rows, trace.correlation[gpu_rows], last=True)
+    out[gpu_rows[found >= 0]] = found[found >= 0]
     return out
 
 
 def hta_view(traces: list[Trace]) -> list[HtaRank]:
+    key = "hta_view:" + ",".join(str(id(t)) for t in traces)
+    return traces[0].cached(key, lambda: _hta_view(traces))
+
+
+def _hta_view(traces: list[Trace]) -> list[HtaRank]:
     filter_steps = _step_symbols(traces) >= 2
     times = [_rounded_times(t) for t in traces]
     origin = min((float(ts.min()) for ts, _ in times if ts.size), default=0.0)  # HTA aligns ranks at 0

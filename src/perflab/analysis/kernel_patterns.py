@@ -6,13 +6,14 @@ import re
 import numpy as np
 
 from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
+from perflab.analysis.links import match
 from perflab.analysis.windows import Windows
 from perflab.trace.model import CPU_OP, KERNEL, Trace, distinct
 
 _ELEMENTWISE = TYPES.index("elementwise")
 _GEMM = (TYPES.index("gemm"), TYPES.index("conv"))
 _DEQUANT_NAME = re.compile(r"dequant|unpack|int4|_w4a|awq|gptq|marlin_repack|float8_to|fp8_to|e4m3_to|to_bf16|to_fp16", re.I)
-_CAST_OP = re.compile(r"dequant|aten::_to_copy|aten::to$|aten::copy_|aten::type_as|quantized_decomposed|torchao", re.I)
+_CAST_OP = re.compile(r"dequant|_to_copy|aten::to$|copy_|type_as|convert|quantized|torchao|fp8|float8|int8|int4", re.I)
 _NARROW_DTYPE = re.compile(r"signed char|unsigned char|int8|uint8|\bchar\b|Byte|Float8|float8|e4m3|e5m2|quint|qint|"
                            r"int4|uint4|bits", re.I)
 
@@ -29,7 +30,7 @@ def _stream_sequences(trace: Trace, windows: Windows) -> list[np.ndarray]:
 
 def elementwise_chains(trace: Trace, windows: Windows, min_length: int = 3) -> dict:
     """Runs of consecutive elementwise kernels on one stream with the same launch shape (grid, block)."""
-    chains = []
+    chains: list[np.ndarray] = []
     shape_known = False
     for seq in _stream_sequences(trace, windows):
         types = row_types(trace, seq)
@@ -39,34 +40,23 @@ def elementwise_chains(trace: Trace, windows: Windows, min_length: int = 3) -> d
         same_as_prev = np.zeros(seq.size, dtype=bool)
         same_as_prev[1:] = ok[1:] & ok[:-1] & (grid[1:] == grid[:-1]) & (block[1:] == block[:-1])
         starts = np.flatnonzero(ok & ~same_as_prev)
-        for s in starts.tolist():
-            e = s + 1
-            while e < seq.size and same_as_prev[e]:
-                e += 1
-            if e - s >= min_length:
-                chains.append(seq[s:e])
-    total = sum(float(trace.dur[c].sum()) for c in chains)
-    saving = sum(float(trace.dur[c].sum()) * (c.size - 1) / c.size for c in chains)
-    lengths = [int(c.size) for c in chains]
-    return {"chains": chains, "chain_count": len(chains), "kernels": int(sum(lengths)),
-            "mean_length": float(np.mean(lengths)) if lengths else 0.0, "time_us": total,
-            "saving_us": saving, "shape_known": shape_known}
+        if starts.size == 0:
+            continue
+        run = np.cumsum(~same_as_prev) - 1           # run index of every kernel
+        lengths = np.bincount(run, minlength=run[-1] + 1)[run[starts]]
+        for s, n in zip(starts[lengths >= min_length].tolist(), lengths[lengths >= min_length].tolist()):
+            chains.append(seq[s:s + n])
+    times = np.array([float(trace.dur[c].sum()) for c in chains])
+    sizes = np.array([c.size for c in chains], dtype=np.float64)
+    return {"chains": chains, "chain_count": len(chains), "kernels": int(sizes.sum()),
+            "mean_length": float(sizes.mean()) if chains else 0.0, "time_us": float(times.sum()),
+            "saving_us": float((times * (sizes - 1) / np.maximum(sizes, 1)).sum()), "shape_known": shape_known}
 
 
 def _op_of_kernel(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """The CPU op (row) a kernel was launched from, by External id; -1 if unknown."""
     ops = np.flatnonzero((trace.kind == CPU_OP) & (trace.external_id >= 0))
-    out = np.full(rows.size, -1, dtype=np.int64)
-    if ops.size == 0 or rows.size == 0:
-        return out
-    ext = trace.external_id[ops]
-    order = np.argsort(ext, kind="stable")
-    ext, ops = ext[order], ops[order]
-    want = trace.external_id[rows]
-    pos = np.searchsorted(ext, want, side="right") - 1
-    ok = (want >= 0) & (pos >= 0) & (ext[np.maximum(pos, 0)] == want)
-    out[ok] = ops[pos[ok]]
-    return out
+    return match(trace.external_id[ops], ops, trace.external_id[rows], last=True)
 
 
 def _is_dequant(trace: Trace, rows: np.ndarray, types: np.ndarray) -> np.ndarray:

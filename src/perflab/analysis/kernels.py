@@ -42,11 +42,13 @@ _TENSOR_CORE = re.compile(r"tensorop|[shi](16816|1688|884|8816)|hmma|imma|gmma|w
                           r"e4m3|e5m2|nvjet|int8|i8", re.I)
 
 
+def first_match(patterns, name: str, default: str = "other") -> str:
+    """The label of the first (label, regex) pair whose regex occurs in name."""
+    return next((label for label, pattern in patterns if pattern.search(name)), default)
+
+
 def classify(name: str) -> str:
-    for kind, pattern in _PATTERNS:
-        if pattern.search(name):
-            return kind
-    return "other"
+    return first_match(_PATTERNS, name)
 
 
 def is_simt_gemm(name: str) -> bool:

@@ -6,9 +6,11 @@ import re
 import numpy as np
 
 from perflab.analysis.intervals import length, overlap_length
-from perflab.analysis.kernels import window_gpu_rows
+from perflab.analysis.kernels import first_match, window_gpu_rows
+from perflab.analysis.links import launch_of, launch_rows
+from perflab.analysis.syncs import sync_rows
 from perflab.analysis.windows import Windows, per_windows
-from perflab.trace.model import KERNEL, MEMCPY, Trace
+from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 _DIRECTION = (
@@ -19,10 +21,7 @@ _DIRECTION = (
 
 
 def direction(name: str) -> str:
-    for key, pattern in _DIRECTION:
-        if pattern.search(name):
-            return key
-    return "other"
+    return first_match(_DIRECTION, name)
 
 
 def is_pageable(name: str) -> bool:
@@ -43,16 +42,20 @@ def _copies(trace: Trace, windows: Windows) -> dict:
     kernels = window_gpu_rows(trace, windows)
     kernels = kernels[trace.kind[kernels] == KERNEL]
     compute = (trace.ts[kernels], trace.end[kernels])
+    is_async = _not_waited_for(trace, rows)
+
+    def exposed(sel: np.ndarray) -> float:
+        return length(trace.ts[sel], trace.end[sel]) - overlap_length((trace.ts[sel], trace.end[sel]), compute)
+
     out = {}
     for d in DIRECTIONS + ("other",):
         sel = rows[dirs == d] if rows.size else rows
         if d == "other" and sel.size == 0:
             continue
         page = sel[pageable[dirs == d]] if rows.size else sel
+        asynchronous = sel[is_async[dirs == d]] if rows.size else sel
         nbytes = np.nan_to_num(trace.nbytes[sel], nan=0.0)
         total = float(trace.dur[sel].sum())
-        busy = length(trace.ts[sel], trace.end[sel])
-        page_busy = length(trace.ts[page], trace.end[page])
         out[d] = {
             "count": int(sel.size),
             "bytes": int(nbytes.sum()),
@@ -61,9 +64,33 @@ def _copies(trace: Trace, windows: Windows) -> dict:
             "pageable_us": float(trace.dur[page].sum()),
             "pageable_bytes": int(np.nan_to_num(trace.nbytes[page], nan=0.0).sum()),
             "gbps": float(nbytes.sum() / total / 1e3) if total > 0 else 0.0,
-            "exposed_us": busy - overlap_length((trace.ts[sel], trace.end[sel]), compute),
-            "pageable_exposed_us": page_busy - overlap_length((trace.ts[page], trace.end[page]), compute),
+            "exposed_us": exposed(sel),
+            "pageable_exposed_us": exposed(page),
+            "async_exposed_us": exposed(asynchronous),
         }
+    return out
+
+
+def _not_waited_for(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Copies the host did not wait for: the launching call returned before the copy ended, and the
+    host launched other work before its next synchronizing call."""
+    calls = launch_of(trace)[rows]
+    known = calls >= 0
+    call_end = trace.end[np.maximum(calls, 0)]
+    out = known & (call_end < trace.end[rows] - 1.0)
+    syncs = sync_rows(trace)
+    launches = launch_rows(trace)
+    for tid in distinct(trace.tid[calls[known]]).tolist():
+        mine = syncs[trace.tid[syncs] == tid]
+        on = np.flatnonzero(out & (trace.tid[np.maximum(calls, 0)] == tid))
+        if mine.size == 0 or on.size == 0:
+            continue
+        next_sync = np.searchsorted(trace.ts[mine], call_end[on] - 1e-6)
+        sync_ts = np.where(next_sync < mine.size, trace.ts[mine[np.minimum(next_sync, mine.size - 1)]], np.inf)
+        starts = np.sort(trace.ts[launches[trace.tid[launches] == tid]])
+        after = np.searchsorted(starts, call_end[on] - 1e-6)
+        next_launch = np.where(after < starts.size, starts[np.minimum(after, starts.size - 1)], np.inf)
+        out[on[sync_ts < next_launch]] = False
     return out
 
 

@@ -120,8 +120,11 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
                     else "no ProfilerStep ranges")
             raise PerflabError(f"no ProfilerStep#{step} in {trace.meta.get('path', 'the trace')} (it has {have})")
         i = int(hit[0])
-        end = np.minimum(step_completion(trace)[i:i + 1], _recorded_end(trace))
-        return Windows(steps.start[i:i + 1], np.maximum(end, steps.start[i:i + 1]), "step", (int(step),))
+        done = np.minimum(np.maximum.accumulate(step_completion(trace)), _recorded_end(trace))
+        # the step's own work starts once the previous step's work is done (the host may run ahead)
+        start = max(float(steps.start[i]), float(done[i - 1]) if i > 0 else -np.inf)
+        end = max(float(done[i]), start)
+        return Windows(np.array([start]), np.array([end]), "step", (int(step),))
     if len(steps):
         # A step cut short by the end of profiling claims time nothing was recorded in.
         end = np.minimum(step_completion(trace), _recorded_end(trace))
@@ -129,8 +132,10 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         start, end = merge(steps.start[keep], end[keep])
         return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]))
     rows = gpu_rows(trace)
-    if rows.size:
-        return Windows(np.array([trace.ts[rows].min()]), np.array([trace.end[rows].max()]), "gpu-span")
+    if rows.size:  # from the first launch to the end of the last GPU op
+        links = launch_of(trace)[rows]
+        first = min(float(trace.ts[rows].min()), float(trace.ts[links[links >= 0]].min(initial=np.inf)))
+        return Windows(np.array([first]), np.array([trace.end[rows].max()]), "gpu-span")
     return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span")
 
 

@@ -27,6 +27,8 @@ _HEAD_LIMIT = 64 << 20       # metadata before traceEvents larger than this: not
 _LOOKAHEAD = 256 << 10       # never cut this close to the end before EOF is known (the tail lives there)
 _RETRIES = 3
 _OPEN, _CLOSE = ord("["), ord("]")
+# What a decoder raises on text that is not valid JSON (invalid UTF-8 surfaces as UnicodeDecodeError).
+SYNTAX_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
 
 
 class NotATrace(ValueError):
@@ -134,7 +136,7 @@ class EventStream:
         view = memoryview(buf)[first:last + 1]
         try:
             return decode(view)
-        except msgspec.DecodeError:
+        except SYNTAX_ERRORS:
             buf[first], buf[last] = saved
             raise
         finally:
@@ -144,13 +146,13 @@ class EventStream:
                 pass
 
     def _decode_at_boundary(self, decode, region_end: int):
-        error: msgspec.DecodeError | None = None
+        error: Exception | None = None
         for m in _last_boundaries(self._buf, self._lo, region_end, _RETRIES):
             try:
                 return self._decode_span(decode, m.start() + 1), m.end() - 2
             except msgspec.ValidationError:
                 raise
-            except msgspec.DecodeError as exc:
+            except SYNTAX_ERRORS as exc:
                 error = exc
         if error is not None:
             raise LayoutError(f"invalid JSON in traceEvents ({error})", self._consumed + self._lo)
@@ -161,21 +163,21 @@ class EventStream:
         first = _SPACE.match(buf, lo + 1, hi).end()
         if first < hi and buf[first] == _CLOSE:
             tail = bytes(buf[first + 1:hi])
-            if _is_object_tail(tail):
+            if is_object_tail(tail):
                 self.tail = tail
                 return None
         for m in _ARRAY_END.finditer(buf, lo, hi):
             if not _TAIL_START.match(buf, m.end(), hi):
                 continue
             tail = bytes(buf[m.end():hi])
-            if not _is_object_tail(tail):
+            if not is_object_tail(tail):
                 continue
             self.tail = tail
             try:
                 return (self._decode_span(decode, m.start() + 1),)
             except msgspec.ValidationError:
                 raise
-            except msgspec.DecodeError as exc:
+            except SYNTAX_ERRORS as exc:
                 raise LayoutError(f"invalid JSON in traceEvents ({exc})", self._consumed + lo) from None
         raise LayoutError("the traceEvents array or the document is not closed (truncated file?)",
                           self._consumed + hi)
@@ -193,9 +195,9 @@ def _last_boundaries(buf: bytearray, lo: int, region_end: int, count: int) -> li
         start = max(lo, region_end - window)
 
 
-def _is_object_tail(tail: bytes) -> bool:
+def is_object_tail(tail: bytes) -> bool:
     """True if `tail` is what may follow the events array: more members, then the closing brace."""
     try:
         return isinstance(msgspec.json.decode(b'{"_":0' + tail), dict)
-    except msgspec.DecodeError:
+    except SYNTAX_ERRORS:
         return False

@@ -15,6 +15,7 @@ import numpy as np
 from perflab.errors import UnreadableInput
 from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.kineto_events import ColumnBuilder
+from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
 from perflab.trace.model import GPU_WORK_KINDS, Trace
 from perflab.trace.sniff import KINETO, open_binary, sniff
 
@@ -30,13 +31,8 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
         raise UnreadableInput(f"{path} is a folder: use load_ranks() for a folder of per-rank traces")
     if not path.exists():
         raise UnreadableInput(f"{path}: no such file")
-    builder = ColumnBuilder()
     try:
-        with open_binary(path) as fh, _no_gc():
-            stream = EventStream(fh, block_size)
-            for _ in stream.blocks(builder.add_raw):
-                pass
-            meta_doc = _decode_metadata(stream.metadata_document())
+        builder, meta_doc = _read(path, block_size)
     except NotATrace:
         raise UnreadableInput(f"{path}: not a Kineto trace (no top-level traceEvents array); "
                               "give a PyTorch profiler trace (.json or .json.gz)") from None
@@ -45,6 +41,23 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
     except (OSError, EOFError, zlib.error) as exc:
         raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
     return _assemble(builder, meta_doc, path)
+
+
+def _read(path: Path, block_size: int) -> tuple[ColumnBuilder, dict[str, Any]]:
+    workers = worker_count(path.stat().st_size)
+    if workers > 1:
+        try:
+            with _no_gc():
+                builder, meta = decode_parallel(path, block_size, workers)
+            return builder, _decode_metadata(meta)
+        except (BadCut, LayoutError, NotATrace):
+            pass  # an unusual document: the sequential reader retries cuts and explains errors
+    builder = ColumnBuilder()
+    with open_binary(path) as fh, _no_gc():
+        stream = EventStream(fh, block_size)
+        for _ in stream.blocks(builder.add_raw):
+            pass
+        return builder, _decode_metadata(stream.metadata_document())
 
 
 @contextlib.contextmanager
@@ -89,10 +102,10 @@ def load_ranks(path: str | Path, *, block_size: int = BLOCK_SIZE) -> list[Trace]
 def _decode_metadata(doc: bytes) -> dict[str, Any]:
     try:
         meta = msgspec.json.decode(doc)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         try:
             meta = json.loads(doc)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
     return meta if isinstance(meta, dict) else {}
 
@@ -139,7 +152,7 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
         first_event_row=0 if first_row_kept else None,
         dropped_events=dropped,
         n_events=builder.n_events,
-        thread_names={-2 - i: name for i, name in enumerate(builder.pid_names.table())},
+        thread_names={-2 - i: name for i, name in enumerate(builder.thread_names.table())},
     )
     trace = Trace(
         names=builder.names.table(), cats=builder.cats.table(), shapes=builder.shapes.text_table(),

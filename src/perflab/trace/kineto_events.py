@@ -23,7 +23,8 @@ from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANN
 Num = Union[int, float, str]
 NAN = float("nan")
 # Ops whose "Input Dims"/"Input type" are kept (the dequant rule reads them); the rest are skipped.
-SHAPE_OPS = re.compile(r"_to_copy|aten::to$|aten::copy_|quant|cast|convert|type_as|aten::(add|bmm|mm|matmul|linear)")
+SHAPE_OPS = re.compile(r"_to_copy|aten::to$|copy_|quant|cast|convert|type_as|fp8|float8|int8|int4|"
+                       r"aten::(add|bmm|mm|matmul|linear)")
 
 
 class Args(msgspec.Struct, gc=False):
@@ -98,13 +99,19 @@ def _to_int(v: Any, default: int = -1) -> int:
     return out if -(1 << 63) <= out < (1 << 63) else default
 
 
-def _column(values: list, dtype, convert) -> np.ndarray:
+def _coerced(values: list, dtype, convert) -> np.ndarray:
+    native = int if np.issubdtype(dtype, np.integer) else float
+    fixed = [v if type(v) is native else convert(v) for v in values]
+    return np.fromiter(fixed, dtype=dtype, count=len(values))
+
+
+def _field(events: list, name: str, dtype, convert) -> np.ndarray:
+    """One attribute of every event as a column (one pass; a second, coercing pass only if needed)."""
+    getter = attrgetter(name)
     try:
-        return np.fromiter(values, dtype=dtype, count=len(values))
+        return np.fromiter(map(getter, events), dtype=dtype, count=len(events))
     except (TypeError, ValueError, OverflowError):
-        native = int if np.issubdtype(dtype, np.integer) else float
-        fixed = [v if type(v) is native else convert(v) for v in values]
-        return np.fromiter(fixed, dtype=dtype, count=len(values))
+        return _coerced(list(map(getter, events)), dtype, convert)
 
 
 def _dims_product(dims: list[int] | None) -> int:
@@ -122,7 +129,7 @@ class ColumnBuilder:
         self.cats = _Interner()
         self.shapes = _Interner()
         self.dtypes = _Interner()
-        self.pid_names = _Interner()
+        self.thread_names = _Interner()
         self.parts: dict[str, list[np.ndarray]] = defaultdict(list)
         self.flow_parts: dict[str, list[np.ndarray]] = defaultdict(list)
         self.ts_is_float = False  # HTA rounds all times when any ts is fractional or missing
@@ -131,13 +138,13 @@ class ColumnBuilder:
         self._kind_of_cat: list[int] = []
         self._shape_ops = np.zeros(0, dtype=bool)
 
-    # -- pid/tid may be strings in Chrome traces ("Spans"): give those negative ids
-    def _pid(self, v: Any) -> int:
+    # -- thread ids may be strings in Chrome traces ("PyTorch Profiler"): give those negative ids
+    def _thread(self, v: Any) -> int:
         if isinstance(v, str):
             try:
                 return int(v)
             except ValueError:
-                return -2 - self.pid_names[v]
+                return -2 - self.thread_names[v]
         return _to_int(v)
 
     def add_raw(self, raw: bytes | memoryview) -> None:
@@ -147,6 +154,11 @@ class ColumnBuilder:
         except msgspec.ValidationError:
             events = [loose_event(e) for e in _loose_decoder.decode(raw)]
         self.add(events)
+
+    def _kinds(self, cat_ids: np.ndarray) -> np.ndarray:
+        while len(self._kind_of_cat) < len(self.cats):
+            self._kind_of_cat.append(kind_of_category(self.cats.table()[len(self._kind_of_cat)]))
+        return np.asarray(self._kind_of_cat, dtype=np.int8)[cat_ids]
 
     def add_dicts(self, items: list) -> None:
         self.add([loose_event(e) for e in items])
@@ -164,9 +176,9 @@ class ColumnBuilder:
         if flows:
             self._add_flows(flows)
 
-    def _note_ts_types(self, values: list) -> None:
-        if not self.ts_is_float:
-            self.ts_is_float = bool(set(map(type, values)) - {int})
+    def _note_ts(self, ts: np.ndarray) -> None:
+        if not self.ts_is_float:  # fractional (or missing) timestamps: HTA then rounds every event
+            self.ts_is_float = bool((ts % 1 != 0).any() | np.isnan(ts).any())
 
     def _add_complete(self, ev: list[Event]) -> None:
         n = len(ev)
@@ -174,25 +186,24 @@ class ColumnBuilder:
             return
         p = self.parts
         cat_ids = np.fromiter(map(self.cats.__getitem__, map(attrgetter("cat"), ev)), np.int32, n)
-        while len(self._kind_of_cat) < len(self.cats):
-            self._kind_of_cat.append(kind_of_category(self.cats.table()[len(self._kind_of_cat)]))
-        kind = np.asarray(self._kind_of_cat, dtype=np.int8)[cat_ids]
+        kind = self._kinds(cat_ids)
         names = np.fromiter(map(self.names.__getitem__, map(attrgetter("name"), ev)), np.int32, n)
-        ts = list(map(attrgetter("ts"), ev))
-        self._note_ts_types(ts)
+        ts = _field(ev, "ts", np.float64, _to_float)
+        self._note_ts(ts)
         p["cat"].append(cat_ids.astype(np.int16))
         p["kind"].append(kind)
         p["name"].append(names)
-        p["ts"].append(_column(ts, np.float64, _to_float))
-        p["dur"].append(_column(list(map(attrgetter("dur"), ev)), np.float64, _to_float))
-        p["tid"].append(_column(list(map(attrgetter("tid"), ev)), np.int64, self._pid))
+        p["ts"].append(ts)
+        p["dur"].append(_field(ev, "dur", np.float64, _to_float))
+        p["tid"].append(_field(ev, "tid", np.int64, self._thread))
 
         # Args only where they mean something: one pass per field over that group of events.
         host_op = (kind == CPU_OP) | (kind == USER_ANNOTATION) | (kind == PYTHON)
         gpu = (kind == KERNEL) | (kind == MEMCPY) | (kind == MEMSET)
         linked = ~host_op                                   # runtime, GPU work, syncs, the rest
         shaped = (kind == CPU_OP) & self._shape_op_table()[names]
-        p["stream"].append(self._group(ev, linked, "stream", np.int64, -1, _to_int))
+        # HTA counts any event with an integer stream arg as GPU work (inductor's cpu_ops carry one).
+        p["stream"].append(_field(list(map(attrgetter("args"), ev)), "stream", np.int64, _to_int))
         p["correlation"].append(self._group(ev, linked, "correlation", np.int64, -1, _to_int))
         p["device"].append(self._group(ev, gpu, "device", np.int64, -1, _to_int))
         p["external_id"].append(self._group(ev, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int))
@@ -224,21 +235,52 @@ class ColumnBuilder:
         out = np.full(len(ev), fill, dtype=dtype)
         if not mask.any():
             return out
-        values = list(map(attrgetter(field), map(attrgetter("args"), compress(ev, mask.tolist()))))
+        args = list(map(attrgetter("args"), compress(ev, mask.tolist())))
         if convert_all:
-            out[mask] = np.fromiter(map(convert, values), dtype=dtype, count=len(values))
+            out[mask] = np.fromiter(map(convert, map(attrgetter(field), args)), dtype=dtype, count=len(args))
         else:
-            out[mask] = _column(values, dtype, convert)
+            out[mask] = _field(args, field, dtype, convert)
         return out
 
     def _add_flows(self, ev: list[Event]) -> None:
         n = len(ev)
         f = self.flow_parts
-        ts = list(map(attrgetter("ts"), ev))
-        self._note_ts_types(ts)
-        f["id"].append(_column(list(map(attrgetter("id"), ev)), np.int64, _to_int))
-        f["ts"].append(_column(ts, np.float64, _to_float))
+        ts = _field(ev, "ts", np.float64, _to_float)
+        self._note_ts(ts)
+        f["id"].append(_field(ev, "id", np.int64, _to_int))
+        f["ts"].append(ts)
         f["phase"].append(np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), ev)), np.int8, n))
+
+    def export(self) -> dict:
+        """This builder's blocks as one picklable part (what a worker process sends back)."""
+        columns, flows = self.finish()
+        return {"columns": columns, "flows": flows, "names": self.names.table(), "cats": self.cats.table(),
+                "shapes": self.shapes.table(), "dtypes": self.dtypes.table(), "threads": self.thread_names.table(),
+                "ts_is_float": self.ts_is_float, "first": self.first_event_is_complete, "n_events": self.n_events}
+
+    def absorb(self, part: dict) -> None:
+        """Append a part exported by another builder, translating its string ids into ours."""
+        if part["n_events"] == 0:
+            return
+        if self.first_event_is_complete is None:
+            self.first_event_is_complete = part["first"]
+        self.n_events += part["n_events"]
+        self.ts_is_float |= part["ts_is_float"]
+        cols = dict(part["columns"])
+        for key, table, local in (("name", self.names, part["names"]), ("cat", self.cats, part["cats"]),
+                                  ("shape", self.shapes, part["shapes"]), ("dtype", self.dtypes, part["dtypes"])):
+            remap = np.fromiter(map(table.__getitem__, local), np.int64, len(local))
+            col = cols[key]
+            cols[key] = np.where(col >= 0, remap[np.maximum(col, 0)] if remap.size else col, col).astype(col.dtype)
+        if part["threads"]:  # string thread ids are -2 - index into the local table
+            remap = np.fromiter((-2 - self.thread_names[t] for t in part["threads"]), np.int64, len(part["threads"]))
+            tid = cols["tid"]
+            local = (tid <= -2) & (tid > -2 - remap.size)
+            cols["tid"] = np.where(local, remap[np.clip(-2 - tid, 0, remap.size - 1)], tid)
+        for key, col in cols.items():
+            self.parts[key].append(col)
+        for key, col in part["flows"].items():
+            self.flow_parts[key].append(col)
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,

@@ -48,7 +48,7 @@ class Trace:
     ts: np.ndarray           # float64 µs
     dur: np.ndarray          # float64 µs (NaN where absent)
     tid: np.ndarray          # int64 thread (GPU events: the stream; string ids get negative ids)
-    stream: np.ndarray       # int64, -1 where absent or not an integer (HTA's convention); not read on CPU ops
+    stream: np.ndarray       # int64, -1 where absent or not an integer (HTA's convention)
     device: np.ndarray       # int64, -1 where absent (read on GPU work only)
     correlation: np.ndarray  # int64, -1 where absent; links a runtime call to the GPU op it launched
     external_id: np.ndarray  # int64, -1 where absent (read on CPU ops and GPU work)

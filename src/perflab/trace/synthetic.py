@@ -104,6 +104,22 @@ class TraceBuilder:
                             **{"registers per thread": 32, "shared memory": 0})
             self.now += cpu_us * 0.3
 
+    def graph_replay(self, kernels: list[tuple], stream: int = 7, launch_us: float = 15.0) -> None:
+        """CUDAGraph.replay(): one cudaGraphLaunch; the captured kernels run back to back."""
+        with self.span("CUDAGraph::replay") as ev:
+            self._corr += 1
+            corr = self._corr
+            self._x("cuda_runtime", "cudaGraphLaunch", self.now, launch_us,
+                    **{"External id": ev["args"]["External id"], "correlation": corr})
+            t = max(self.now + 4 * LAUNCH_LATENCY_US, self.free_at.get(stream, 0.0))
+            for k in kernels:
+                self._x("kernel", k[0], t, k[1], pid=self.device, tid=stream,
+                        **{"device": self.device, "stream": stream, "correlation": corr,
+                           "grid": [8, 1, 1], "block": [128, 1, 1]})
+                t += k[1] + 0.5
+            self.free_at[stream] = t
+            self.now += launch_us
+
     def host(self, name: str, us: float) -> None:
         """CPU work that launches nothing (a CPU aten op, preprocessing)."""
         with self.span(name):
@@ -196,12 +212,28 @@ class TraceBuilder:
         return doc
 
     def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        data = orjson.dumps(self.to_dict())
-        if path.suffix == ".gz":
-            data = gzip.compress(data, compresslevel=1)
-        path.write_bytes(data)
-        return path
+        return write_document(path, self.to_dict())
+
+
+def document(events: list[dict], *, device_name: str = H100, rank: int | None = None, world_size: int = 1,
+             **extra) -> dict:
+    """A Kineto document around hand-made events."""
+    doc: dict = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}]}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+    doc["traceEvents"] = events
+    doc.update(extra)
+    return doc
+
+
+def write_document(path: str | Path, doc: dict) -> Path:
+    """Write JSON; gzip-compressed when the name ends in .gz."""
+    path = Path(path)
+    data = orjson.dumps(doc)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=1)
+    path.write_bytes(data)
+    return path
 
 
 # -- scenarios: one small workload per bottleneck, and their fixed versions -------------------
@@ -229,39 +261,31 @@ def cuda_graph_replay(steps: int = 5, ops: int = 400, kernel_us: float = 2.5) ->
     """The fix of launch_bound: one graph launch per step, kernels back to back."""
     b = TraceBuilder()
     for n in range(steps):
-        with b.step(n), b.span("CUDAGraph::replay") as ev:
-            b._corr += 1
-            corr = b._corr
-            b._x("cuda_runtime", "cudaGraphLaunch", b.now, 12.0, **{"External id": ev["args"]["External id"],
-                                                                     "correlation": corr})
-            t = max(b.now + LAUNCH_LATENCY_US, b.free_at.get(7, 0.0))
-            for i in range(ops):
-                b._x("kernel", ELEMENTWISE, t, kernel_us, pid=0, tid=7,
-                     **{"device": 0, "stream": 7, "correlation": corr, "grid": [8, 1, 1], "block": [128, 1, 1]})
-                t += kernel_us + 0.5
-            b.free_at[7] = t
-            b.now += 12.0
+        with b.step(n):
+            b.graph_replay([(ELEMENTWISE, kernel_us)] * ops, launch_us=12.0)
             b._wait_all("cudaStreamSynchronize", streams=[7])
     return b
 
 
-def decode_with_item(steps: int = 3, tokens: int = 24, layers: int = 12, kernel_us: float = 60.0,
-                     cpu_us: float = 10.0, host_us: float = 400.0, item: bool = True) -> TraceBuilder:
-    """A decode loop reading the next token with .item() each token (item=False: the fixed loop).
-
-    Per token the GPU needs ~0.8 ms, launching takes ~0.4 ms and the host then spends host_us on
-    sampling bookkeeping; with the sync that host time cannot overlap the GPU's work."""
+def decode_with_item(steps: int = 3, tokens: int = 32, layers: int = 6, kernel_us: float = 4.0,
+                     host_us: float = 15.0, item: bool = True) -> TraceBuilder:
+    """A decode loop: one CUDA-graph replay per token, then the next token id goes to the host
+    (.item()) and back (torch.tensor(...) then copy_ into the graph's input). item=False: the token
+    stays on the GPU and the replays are queued back to back."""
     b = TraceBuilder()
+    kernels = [(GEMM if i % 2 else ELEMENTWISE, kernel_us) for i in range(2 * layers)] + [(ARGMAX, 6.0)]
     for n in range(steps):
         with b.step(n):
             for _ in range(tokens):
-                for _ in range(layers):
-                    b.op("aten::mm", [(GEMM, kernel_us, (66, 1, 1), (384, 1, 1))], cpu_us=cpu_us)
-                    b.op("aten::add", [(ELEMENTWISE, 4.0)], cpu_us=cpu_us)
-                b.op("aten::argmax", [(ARGMAX, 6.0)], cpu_us=cpu_us)
+                b.graph_replay(kernels)
                 if item:
                     b.item()
-                b.python(host_us)  # sampling bookkeeping, stopping criteria, appending the token
+                    b.python(host_us)
+                    b.copy(8, pageable=True)
+                    with b.span("aten::copy_") as ev:
+                        b.gpu_op("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 1.0, 7, "cudaMemcpyAsync", 5.0,
+                                 ev["args"]["External id"], bytes=8)
+                    b.python(5.0)
     return b
 
 

@@ -2,8 +2,10 @@
 
 Every gain is the share of the analysed step time the fix could give back, estimated from the
 evidence: idle time attributed to the cause (analysis.gaps), or copy/communication time that
-compute does not hide. Rules that name a specific cause come before the generic ones they refine
-(pageable-memcpy before h2d-copy before memcpy), so equal gains keep that order (rank is stable).
+compute does not hide. Copy time that overlapping could hide belongs to no-overlap; h2d-copy /
+d2h-copy keep what would remain. Rules that name a specific cause come before the generic ones they
+refine (pageable-memcpy before no-overlap and h2d-copy before memcpy), so equal gains keep that
+order (rank is a stable sort).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def host_sync(ctx: Context) -> list[Finding]:
     if not sync.get("draining_syncs"):
         return []
     names = ctx.syncs["names"]
-    what = ", ".join(f"{n} x{c}" for n, c in list(names.items())[:3])
+    what = ", ".join(f"{n} x{c / ctx.n_steps:.0f}" for n, c in list(names.items())[:3])
     return _finding(
         "host-sync", gain,
         f"The host blocks on the GPU {ctx.syncs['per_step']:.0f}x per step ({what}); each time the GPU "
@@ -91,8 +93,21 @@ def input_pipeline(ctx: Context) -> list[Finding]:
     )
 
 
+def _hideable_copy_us(ctx: Context, key: str = "exposed_us") -> float:
+    """Copy time that overlapping with compute could hide: copies run serialized, compute exists."""
+    exposed = sum(ctx.copies[d][key] for d in ("h2d", "d2h"))
+    if exposed <= 0 or ctx.overlap["copy"]["overlap_pct"] >= _OVERLAP_POOR_PCT:
+        return 0.0
+    return min(exposed, ctx.overlap["compute_us"])
+
+
 def _copy_cost(ctx: Context, direction: str) -> float:
-    return ctx.copies[direction]["exposed_us"] + ctx.gaps.copy_idle.get(direction, 0.0)
+    """What copying costs. Copies that are already asynchronous but serialized with compute are an
+    overlap problem (no-overlap claims the part it could hide); a blocking copy is first a copy problem."""
+    async_exposed = {d: ctx.copies[d]["async_exposed_us"] for d in ("h2d", "d2h")}
+    total = sum(async_exposed.values())
+    hidden = _hideable_copy_us(ctx, "async_exposed_us") * async_exposed[direction] / total if total > 0 else 0.0
+    return ctx.copies[direction]["exposed_us"] - hidden + ctx.gaps.copy_idle.get(direction, 0.0)
 
 
 def _copy_evidence(ctx: Context, direction: str) -> dict:
@@ -139,6 +154,27 @@ def pageable_memcpy(ctx: Context) -> list[Finding]:
 
 
 @rule
+def no_overlap(ctx: Context) -> list[Finding]:
+    copy = ctx.overlap["copy"]
+    host_copies = sum(ctx.copies[d]["total_us"] for d in ("h2d", "d2h"))
+    if host_copies <= 0 or copy["overlap_pct"] >= _OVERLAP_POOR_PCT or ctx.overlap["compute_us"] <= 0:
+        return []
+    exposed = sum(ctx.copies[d]["exposed_us"] for d in ("h2d", "d2h"))
+    gain = ctx.share(_hideable_copy_us(ctx))
+    same_stream = set(copy["streams"]) <= set(ctx.overlap["compute_streams"])
+    return _finding(
+        "no-overlap", gain,
+        f"Copies run serialized with compute ({copy['overlap_pct']:.0f}% overlapped"
+        f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
+        {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
+         "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
+        "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
+        "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader.",
+        _copy_events(ctx, ("h2d", "d2h")),
+    )
+
+
+@rule
 def directed_copies(ctx: Context) -> list[Finding]:
     """h2d-copy / d2h-copy when one direction dominates the copy cost, else the generic memcpy."""
     costs = {d: _copy_cost(ctx, d) for d in ("h2d", "d2h")}
@@ -167,25 +203,12 @@ def directed_copies(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule
-def no_overlap(ctx: Context) -> list[Finding]:
-    copy = ctx.overlap["copy"]
-    host_copies = sum(ctx.copies[d]["total_us"] for d in ("h2d", "d2h"))
-    if host_copies <= 0 or copy["overlap_pct"] >= _OVERLAP_POOR_PCT or ctx.overlap["compute_us"] <= 0:
-        return []
-    exposed = sum(ctx.copies[d]["exposed_us"] for d in ("h2d", "d2h"))
-    gain = ctx.share(min(exposed, ctx.overlap["compute_us"]))
-    same_stream = set(copy["streams"]) <= set(ctx.overlap["compute_streams"])
-    return _finding(
-        "no-overlap", gain,
-        f"Copies run serialized with compute ({copy['overlap_pct']:.0f}% overlapped"
-        f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
-        {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
-         "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
-        "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
-        "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader.",
-        _copy_events(ctx, ("h2d", "d2h")),
-    )
+def _comm_events(ctx: Context) -> list[EventRef]:
+    from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
+
+    rows = window_gpu_rows(ctx.trace, ctx.windows)
+    comm = rows[row_types(ctx.trace, rows) == TYPES.index("communication")]
+    return [ctx.event(r) for r in sorted(comm.tolist(), key=lambda r: -ctx.trace.dur[r])[:5]]
 
 
 @rule
@@ -202,6 +225,7 @@ def comm_not_overlapped(ctx: Context) -> list[Finding]:
          "exposed_comm_pct": gain, "comm_streams": comm["streams"]},
         "Overlap communication with compute: bucketed/async collectives (DDP/FSDP overlap, async_op=True), "
         "compute independent work while the collective runs, fewer/larger collectives.",
+        _comm_events(ctx),
     )
 
 
@@ -212,7 +236,8 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         "gpu-idle", gain,
         f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{gain:.0f}% of it with work already "
         "queued or no clear host cause (waits on other streams, events or ranks).",
-        {**_idle_evidence(ctx), "unexplained_idle_pct": gain, "idle_by_cause_pct": {
+        {**_idle_evidence(ctx), "unexplained_idle_pct": gain, "queued_gap_pct": ctx.gaps.pct("queued"),
+         "idle_by_cause_pct": {
             c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}},
         "Look at what the queued work waits for: cross-stream events, collectives on other ranks, "
         "allocator or synchronization points; then remove the dependency or overlap it.",
