@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", "/work/shared/peer-traces/hta"))
+PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", str(Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta")))
 BENCH = ROOT / ".bench"
 VENV = BENCH / "hta-venv"
 HTA_PY = VENV / "bin" / "python"

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Run HERE (the machine with registry access): puts into .whl/ every wheel the GPU machine lacks
-# (Python 3.12, x86-64, no registry) plus a fresh wheel of perflab itself. Carry `.whl` to the device
+# (Python 3.12, x86-64, no registry); perflab itself runs from the source tree (device_env.sh). Carry `.whl` to the device
 # and source scripts/device_env.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .git/info
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 mkdir -p .whl
-rm -f .whl/perflab-*.whl
+rm -f .whl/perflab-*.whl  # older versions of this script built one
 PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 # Missing on the GPU image (checked against KINDS.md's package list): orjson, msgspec, platformdirs.
 # Extra wheels (torchao, gemlite, ncu-report ...) are appended by the issues that need them.
-for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" ${PERFLAB_EXTRA_WHEELS:-}; do
+# torchao (abi3, pure-Python kernels + torch ops) serves the fp8-weight-only puzzle.
+for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" "torchao==0.18.0" ${PERFLAB_EXTRA_WHEELS:-}; do
   name="${spec%%==*}"
   if ! ls .whl/ | grep -qi "^${name//-/_}-"; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -19,5 +20,4 @@ for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" ${PERFLAB_E
       --python-version 3.12 -d .whl "$spec"
   fi
 done
-python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl . 2>/dev/null || python3 -m pip wheel -q --no-deps -w .whl .
 ls -la .whl

@@ -6,6 +6,7 @@ the peer traces (benchmarks/doctor_vs_hta.py prints the same comparison live).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
 from perflab.trace import kineto, synthetic
 
-PEER = Path("/work/shared/peer-traces/hta")
+PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 EXPECTED = json.loads((Path(__file__).parent / "data" / "kineto" / "hta_expected.json").read_text())
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -14,7 +15,7 @@ from perflab.doctor.finding import SCHEMA, TAXONOMY_IDS
 from perflab.errors import PerflabError
 from perflab.trace import synthetic
 
-PEER = Path("/work/shared/peer-traces/hta")
+PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 
 
 @pytest.fixture
@@ -120,3 +121,14 @@ def test_doctor_on_peer_traces(capsys):
             assert rep.top.id == expect_top[f.name]
         if "cpu_only" in f.name or "cupti_profiler" in f.name:
             assert rep.findings == []
+
+
+NCU_DATA = Path(__file__).parent / "data" / "ncu"
+
+
+@pytest.mark.parametrize("name", ["atomic_contention.ncu-rep.gz", "atomic_contention.csv"])
+def test_doctor_dispatches_ncu_reports_by_content(name, capsys):
+    assert main(["doctor", str(NCU_DATA / name), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["source"]["kind"] == "ncu"
+    assert out["findings"][0]["id"] == "atomic-contention"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from perflab.trace import kineto, synthetic
 from perflab.trace.model import KERNEL, MEMCPY, RUNTIME
 from perflab.trace.sniff import KINETO, MEMORY, NCU, NCU_CSV, UNKNOWN, sniff
 
-PEER = Path("/work/shared/peer-traces/hta")
+PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 COLUMNS = ("ts", "dur", "name", "kind", "cat", "tid", "stream", "device", "correlation", "external_id",
            "nbytes", "grid", "block", "shape", "dtype")
 

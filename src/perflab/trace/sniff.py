@@ -60,6 +60,8 @@ def sniff(path: str | Path) -> str:
     if magic.startswith(b"NVR\x00") or magic.startswith(b"PK\x03\x04"):
         return NCU
     head = peek(path)
+    if head.startswith(b"NVR\x00"):  # a gzipped .ncu-rep
+        return NCU
     if head[:1] == b"\x80":  # pickle protocol 2+: torch.cuda.memory._dump_snapshot
         return MEMORY
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -71,10 +73,15 @@ def sniff(path: str | Path) -> str:
         return KINETO  # the Kineto reader explains what is missing
     if _looks_like_ncu_csv(text):
         return NCU_CSV
+    from perflab.trace import ncu  # the raw-page export (one row per kernel), gzipped or not
+
+    if ncu.sniff(path) == "csv":
+        return NCU_CSV
     return UNKNOWN
 
 
 def _looks_like_ncu_csv(text: bytes) -> bool:
+    """The details-page export: one row per metric."""
     for line in text.splitlines()[:50]:
         if line.startswith(b"==") or not line.strip():
             continue  # ncu prints ==PROF== lines before the table
