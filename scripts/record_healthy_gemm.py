@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 def main(out: Path) -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     from perflab.puzzles.runner import environment
 
@@ -28,20 +28,24 @@ def main(out: Path) -> None:
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    for _ in range(5):
-        c = a @ b
+    def step(a, b):
+        for _ in range(8):
+            c = a @ b
+            a = c * n ** -0.5  # keeps the values at unit scale; one small elementwise per GEMM
+        return a
+
+    for _ in range(5):  # warm up exactly what is profiled (cuBLAS heuristics, lazy kernel loading)
+        a = step(a, b)
     torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
-        # No schedule: a schedule's cycle end clears the events before export_chrome_trace.
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-            for _ in range(6):
-                for _ in range(8):
-                    c = a @ b
-                    a, c = c * 1e-3, a  # keep values finite; one small elementwise per GEMM
+        sched = schedule(wait=1, warmup=1, active=6, repeat=1)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, schedule=sched,
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+            for _ in range(8):
+                a = step(a, b)
                 prof.step()
         torch.cuda.synchronize()
-        prof.export_chrome_trace(str(raw))
         with open(raw, "rb") as src, gzip.open(out / "h100_healthy_gemm.trace.json.gz", "wb") as dst:
             shutil.copyfileobj(src, dst)
     manifest = environment("python3 scripts/record_healthy_gemm.py " + str(out), "cuda")

@@ -15,6 +15,21 @@ extern "C" __global__ void copy16(const int4* __restrict__ src, int4* __restrict
   for (; i < n; i += s) dst[i] = src[i];
 }
 
+// Streaming variant: 8 loads in flight per thread, evict-first loads and stores (__ldcs/__stcs) so
+// that the written lines do not displace the lines still to be read from L2.
+extern "C" __global__ void copy16_cs8(const int4* __restrict__ src, int4* __restrict__ dst, unsigned long long n) {
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long s = (unsigned long long)gridDim.x * blockDim.x;
+  for (; i + 7 * s < n; i += 8 * s) {
+    int4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = __ldcs(&src[i + u * s]);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) __stcs(&dst[i + u * s], v[u]);
+  }
+  for (; i < n; i += s) __stcs(&dst[i], __ldcs(&src[i]));
+}
+
 // DRAM -> registers -> shared memory. The shared stores are volatile asm so that the compiler keeps
 // them (and therefore the loads) although nothing reads the staging buffer.
 __device__ __forceinline__ void st_shared16(unsigned addr, int4 v) {
