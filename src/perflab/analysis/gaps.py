@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.host import dataloader, host_work, memcpy_calls, top_host_ops
+from perflab.analysis.host import dataloader, host_work, memcpy_calls, ops_holding_gaps
 from perflab.analysis.intervals import Coverage, merge
 from perflab.analysis.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.memcpy import direction, is_pageable
@@ -38,6 +38,7 @@ SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER = range(7)
 KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
 LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
 SYNC_TOLERANCE_US = 2.0     # host and device clocks
+HOST_OP_MIN_US = 50.0       # an op launching nothing for this long is work, not dispatch
 LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
 MAJORITY = 0.5
 SMALL_COPY_BYTES = 1 << 20  # copies this small between two syncs are the round trip itself
@@ -137,6 +138,12 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
     quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
                         np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)))
+    # A short wait for a launch filled with µs-long ops that launch nothing (views, reshapes, Python
+    # glue between ops) is the eager dispatch path: launch overhead, unless a long op is among them.
+    long_quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
+                             np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)),
+                             min_op_us=HOST_OP_MIN_US)
+    quiet &= ~(host_wait & (length <= LAUNCH_GAP_MAX_US)) | long_quiet
     waiting_for_host = ~queued  # with work already queued, what the host does is beside the point
     cause[waiting_for_host & quiet] = HOST
     cause[waiting_for_host & in_loader] = INPUT
@@ -287,7 +294,7 @@ def _issued_copy(trace: Trace, copies: np.ndarray, calls: np.ndarray) -> np.ndar
     return out
 
 
-def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray) -> np.ndarray:
+def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray, min_op_us: float = 0.0) -> np.ndarray:
     """Per gap: was the launching thread mostly in CPU work that launches nothing?"""
     out = np.zeros(lo.size, dtype=bool)
     span = hi - lo
@@ -295,7 +302,7 @@ def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray) 
         if tid < 0:
             continue
         on = tids == tid
-        out[on] = host_work(trace, tid).covered(lo[on], hi[on]) >= MAJORITY * np.maximum(span[on], 1e-9)
+        out[on] = host_work(trace, tid, min_op_us).covered(lo[on], hi[on]) >= MAJORITY * np.maximum(span[on], 1e-9)
     return out & (span > 0)
 
 
@@ -378,7 +385,7 @@ def _examples(trace: Trace, gaps: dict, per_cause: int = 5) -> dict[str, list[di
     found = []
     for tid in distinct(gaps["tid"][host_gaps]).tolist():
         on = host_gaps[gaps["tid"][host_gaps] == tid]
-        found += top_host_ops(trace, tid, gs[on], ge[on])
+        found += ops_holding_gaps(trace, tid, gs[on], ge[on])
     found.sort(key=lambda x: -x[1])
     if found:
         out["host_ops"] = [{"name": trace.name_of(r), "ts_us": float(trace.ts[r] - origin),

@@ -11,6 +11,7 @@ from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, Trace, USER_AN
 
 _DATALOADER = re.compile(r"DataLoader|dataloader|_DataLoaderIter|data_loader", re.I)
 _MEMCPY_CALL = re.compile(r"(cuda|hip|cu)Memcpy", re.I)
+MAJORITY = 0.5
 
 
 def _cpu_rows(trace: Trace) -> np.ndarray:
@@ -36,22 +37,24 @@ def launches_inside(trace: Trace) -> np.ndarray:
     return trace.cached("launches_inside", compute)
 
 
-def host_work(trace: Trace, tid: int) -> Coverage:
+def host_work(trace: Trace, tid: int, min_op_us: float = 0.0) -> Coverage:
     """Time on `tid` spent in CPU ops that launch no GPU work and are not part of an op that does.
 
     An aten::empty inside aten::add is part of launching the add kernel; an aten::cat on CPU tensors,
-    a tokenizer or a preprocessing function at the top level is host compute.
+    a tokenizer or a preprocessing function at the top level is host compute. With `min_op_us`, only
+    ops at least that long count (a stream of µs-long view ops is the eager dispatch path, not work).
     """
     cache = trace.cached("host_work", dict)
-    if tid not in cache:
+    key = (tid, float(min_op_us))
+    if key not in cache:
         rows = _cpu_rows(trace)
         n = launches_inside(trace)
-        on = trace.tid[rows] == tid
+        on = (trace.tid[rows] == tid) & (trace.dur[rows] >= min_op_us)
         quiet = rows[on & (n == 0) & ~_named(trace, rows, _DATALOADER)]
-        launching = rows[on & (n > 0) & (trace.kind[rows] == CPU_OP)]
+        launching = rows[(trace.tid[rows] == tid) & (n > 0) & (trace.kind[rows] == CPU_OP)]
         spans = difference((trace.ts[quiet], trace.end[quiet]), (trace.ts[launching], trace.end[launching]))
-        cache[tid] = Coverage(*spans)
-    return cache[tid]
+        cache[key] = Coverage(*spans)
+    return cache[key]
 
 
 def _named(trace: Trace, rows: np.ndarray, pattern: re.Pattern) -> np.ndarray:
@@ -96,3 +99,44 @@ def top_host_ops(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: in
         best.setdefault(int(trace.name[quiet[i]]), int(quiet[i]))
     names = sorted(best, key=lambda k: -per_name[k])[:top]
     return [(best[k], float(per_name[k])) for k in names]
+
+
+def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: int = 5,
+                     max_gaps: int = 500) -> list[tuple[int, float]]:
+    """The CPU ops the host thread was inside while the GPU waited, one per name: (row, µs).
+
+    Each gap [lo, hi) goes to the innermost op on `tid` that covers most of it, whether or not that op
+    launches GPU work: an op that spends 30 ms on the CPU (building a cuDNN plan, say) before
+    launching a 4 µs kernel holds the GPU idle as surely as a tokenizer. Gaps no single op covers go
+    to the quiet ops overlapping them (top_host_ops). Only the `max_gaps` longest gaps are examined.
+    """
+    if lo.size == 0:
+        return []
+    rows = _cpu_rows(trace)
+    rows = rows[trace.tid[rows] == tid]
+    order = np.argsort(-(hi - lo), kind="stable")[:max_gaps]
+    ts, end, dur = trace.ts[rows], trace.end[rows], trace.dur[rows]
+    amount: dict[int, float] = {}
+    exemplar: dict[int, int] = {}
+    rest = []
+    for g in order.tolist():
+        a, b = float(lo[g]), float(hi[g])
+        span = b - a
+        cover = np.minimum(end, b) - np.maximum(ts, a)
+        cand = np.flatnonzero(cover >= MAJORITY * span)
+        if cand.size == 0:
+            rest.append(g)
+            continue
+        r = int(rows[cand[np.argmin(dur[cand])]])
+        name = int(trace.name[r])
+        amount[name] = amount.get(name, 0.0) + span
+        if name not in exemplar or trace.dur[r] > trace.dur[exemplar[name]]:
+            exemplar[name] = r
+    if rest:
+        idx = np.asarray(rest)
+        for r, amt in top_host_ops(trace, tid, lo[idx], hi[idx], top=top):
+            name = int(trace.name[r])
+            amount[name] = amount.get(name, 0.0) + amt
+            exemplar.setdefault(name, r)
+    names = sorted(amount, key=lambda k: -amount[k])[:top]
+    return [(exemplar[k], amount[k]) for k in names]

@@ -68,14 +68,21 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 def host_compute(ctx: Context) -> list[Finding]:
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
-    top = f" (mostly in {ops[0]['name']})" if ops else ""
+    top = ""
+    if ops:
+        o = ops[0]
+        share = 100.0 * o["overlap_us"] / max(sum(x["overlap_us"] for x in ops), 1e-9)
+        top = (f"; the host is mostly inside {o['name']} ({share:.0f}% of that idle time; its longest call "
+               f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
     return _finding(
         "host-compute", gain,
-        f"CPU work that launches no GPU work keeps the GPU idle ~{gain:.0f}% of step time{top}.",
+        f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]]},
         "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
-        "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker).",
+        "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
+        "When the time is inside one framework op (a library building a plan or loading kernels for every "
+        "new shape), keep shapes static (pad to fixed sizes, a static KV cache) or pick another backend.",
         ops + ctx.gaps.examples.get("host", []),
     )
 
