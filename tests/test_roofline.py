@@ -82,3 +82,12 @@ def test_roofline_cli_json_and_bad_suffix(tmp_path, capsys):
     assert d["ceilings"]["source"].startswith("datasheet")
     assert main(["roofline", str(csv("gemm_bf16_torch")), "--out", str(tmp_path / "r.jpg")]) == 2
     assert "png, .svg, .pdf or .html" in capsys.readouterr().err
+
+
+def test_several_reports_share_one_roofline(tmp_path, capsys):
+    png = tmp_path / "roof.png"
+    assert main(["roofline", str(DATA / "l2_miss.csv"), str(DATA / "copy_vec16.csv"),
+                 "--ceilings", str(DATA / "ceilings_h100_full.json"), "--json", "-o", str(png)]) == 0
+    names = [k["name"] for k in json.loads(capsys.readouterr().out)["kernels"]]
+    assert names == ["l2_miss: reuse_far_apart", "copy_vec16: copy_vec16"]
+    assert png.stat().st_size > 10_000

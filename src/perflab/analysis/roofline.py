@@ -9,7 +9,7 @@ DRAM bytes = dram__bytes_read + dram__bytes_write, time = gpu__time_duration. Ce
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace, asdict, dataclass, field
 from pathlib import Path
 
 from perflab.trace.ncu import KernelProfile, NcuProfile
@@ -238,3 +238,23 @@ def roofline_for_report(path: str | Path, ceilings_path: Path | None = None) -> 
 
     profile = load(path)
     return roofline(profile, load_ceilings(ceilings_path, profile.device))
+
+
+def roofline_for_reports(paths: list[str | Path], ceilings_path: Path | None = None) -> RooflineModel:
+    """Several reports on one roofline (the first one's device picks the ceilings); with more than one
+    report each kernel is labelled with its report's name."""
+    models = [roofline_for_report(p, ceilings_path) for p in paths]
+    if len(models) == 1:
+        return models[0]
+    first = models[0]
+    points = []
+    for path, m in zip(paths, models):
+        stem = Path(path).name.split(".")[0]
+        points += [replace(pt, name=f"{stem}: {pt.name}") for pt in m.points]
+    extra = {}
+    for m in models:
+        for k, r in m.extra_roofs.items():
+            if k not in extra or r.value > extra[k].value:
+                extra[k] = r
+    return RooflineModel(points=points, ceilings=first.ceilings, device=first.device,
+                         path=", ".join(str(p) for p in paths), extra_roofs=extra)

@@ -75,7 +75,7 @@ def bench(
 
 
 def roofline(
-    report: Path = typer.Argument(..., help="an .ncu-rep file or its raw-page CSV export"),
+    reports: list[Path] = typer.Argument(..., help="one or more .ncu-rep files or raw-page CSV exports"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the figure (.png, .svg, .pdf or .html)"),
     ceilings: Optional[Path] = typer.Option(None, "--ceilings", help="ceilings JSON (default: the saved bench)"),
     as_json: bool = typer.Option(False, "--json", help="print the roofline points as JSON"),
@@ -84,9 +84,9 @@ def roofline(
     from rich.console import Console
     from rich.table import Table
 
-    from perflab.analysis.roofline import roofline_for_report
+    from perflab.analysis.roofline import roofline_for_reports
 
-    model = roofline_for_report(report, ceilings_path=ceilings)
+    model = roofline_for_reports(reports, ceilings_path=ceilings)
     if out:
         from perflab.report.roofline_plot import save_roofline
 
@@ -98,7 +98,7 @@ def roofline(
                   title=f"roofline — ceilings: {model.ceilings_source}")
     for p in model.points:
         table.add_row(p.name[:60], f"{p.intensity:.2f}" if p.intensity is not None else "-",
-                      f"{p.flops_per_s / 1e12:.2f}", f"{p.dram_bytes_per_s / 1e9:.0f}", p.roof, p.bound,
+                      f"{p.flops_per_s / 1e12:.2f}", f"{p.dram_bytes_per_s / 1e9:.0f}", p.roof.split(" (")[0], p.bound,
                       f"{p.pct_of_roof:.0f}")
     Console().print(table)
     if out:

@@ -53,12 +53,11 @@ def _figure(model: RooflineModel):
         l2 = model.ceilings.memory["l2"].value
         ax.plot(x, np.minimum(top, l2 * x), color="grey", lw=1, ls="--")
         ax.text(x_lab, l2 * x_lab * 1.3, f"L2 {l2 / 1e12:.1f} TB/s", fontsize=8, color="grey")
-    no_flops = []
-    for j, p in enumerate(model.points):
+    no_flops, labelled = [], []
+    for p in model.points:
         if p.flops_per_s > 0 and p.intensity:
             ax.scatter([p.intensity], [p.flops_per_s], s=40, zorder=5, color="crimson", edgecolor="black", lw=0.5)
-            ax.annotate(f"{p.name[:32]} ({p.pct_of_roof:.0f} % of roof)", (p.intensity, p.flops_per_s),
-                        textcoords="offset points", xytext=(6, -10 if j % 2 else 3), fontsize=7)
+            labelled.append(p)
         else:  # a kernel without FLOPs has no place on a FLOP/s axis: listed with its DRAM rate instead
             no_flops.append(f"{p.name[:40]}: {p.dram_bytes_per_s / 1e9:,.0f} GB/s ({p.pct_of_roof:.0f} % of DRAM roof)")
     if no_flops:
@@ -68,12 +67,15 @@ def _figure(model: RooflineModel):
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, top * 2)
+    _place_labels(ax, labelled)
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="major", ls="-", alpha=0.25)
     ax.grid(True, which="minor", ls=":", alpha=0.12)
     device = model.device or "unknown GPU"
-    ax.set_title(f"Roofline — {device}\n{Path(model.path).name}", fontsize=11)
+    paths = [q for q in model.path.split(", ") if q]
+    where = Path(paths[0]).name if len(paths) == 1 else f"{len(paths)} reports"
+    ax.set_title(f"Roofline — {device}\n{where}", fontsize=11)
     fig.text(0.01, 0.005, f"ceilings: {model.ceilings.source}; DRAM roof {mem.source}", fontsize=7, color="dimgray")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     return fig
@@ -112,3 +114,33 @@ def _html(model: RooflineModel, png_b64: str) -> str:
             f"<img alt='roofline' src='data:image/png;base64,{png_b64}'>"
             "<table><tr><th>kernel</th><th>FLOP/byte</th><th>TFLOP/s</th><th>GB/s</th><th>roof</th>"
             f"<th>bound</th><th>% of roof</th></tr>{rows}</table></body></html>")
+
+
+def roofline_png(model: RooflineModel) -> bytes:
+    """The roofline figure as PNG bytes (for embedding, e.g. in the HTML report)."""
+    fig = _figure(model)
+    import matplotlib.pyplot as plt
+
+    try:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _place_labels(ax, points) -> None:
+    """Label each point beside it, moving a label up or down until it overlaps no earlier label
+    (boxes estimated in display pixels: fontsize 7 is about 4.3 px per character, 10 px high)."""
+    fig_dpi = ax.figure.dpi / 100.0
+    boxes = []
+    for p in sorted(points, key=lambda q: (q.flops_per_s, q.intensity)):
+        text = f"{p.name[:32]} ({p.pct_of_roof:.0f} % of roof)"
+        x, y = ax.transData.transform((p.intensity, p.flops_per_s))
+        w, h = 4.3 * len(text) * fig_dpi, 10 * fig_dpi
+        for dy in (3, -10, 14, -21, 25, -32, 36, -43, 47, -54):
+            box = (x + 6 * fig_dpi, y + dy * fig_dpi, x + 6 * fig_dpi + w, y + dy * fig_dpi + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes):
+                break
+        boxes.append(box)
+        ax.annotate(text, (p.intensity, p.flops_per_s), textcoords="offset points", xytext=(6, dy), fontsize=7)
