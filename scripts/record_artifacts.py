@@ -6,7 +6,9 @@
 For each puzzle (all when no id is given): profile slow and solution under torch.profiler, check the
 solution (must pass) and the starter (must fail) with the fix checker (its interleaved timings become
 measurements.json), and write manifest.json, slow/solution.trace.json.gz and measurements.json into
-the puzzle's catalog folder, or into DIR/<NN-slug>/artifacts/ with --out (copy those back with
+the puzzle's catalog folder (kernel puzzles, tools = ["ncu"]: also <variant>.ncu-rep.gz and its raw
+page <variant>.csv.gz; tools = ["autotune"]: <variant>.autotune.json), or into
+DIR/<NN-slug>/artifacts/ with --out (copy those back with
 `cp -r DIR/* src/perflab/catalog/`). A puzzle whose checks do not come out right is not written
 unless --force. --check-only runs the two checks and writes nothing (scripts/check_catalog_gpu.py).
 Exit 0 when every puzzle came out right, 1 otherwise, 2 on bad input.

@@ -86,13 +86,15 @@ def test_timer_matches_do_bench(operands):
 
 def test_profile_the_example_writes_a_trace_and_a_verdict(tmp_path):
     out = tmp_path / "prof"
-    proc = subprocess.run([sys.executable, "-m", "perflab", "profile", "--out", str(out), "--",
+    html = tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "perflab", "profile", "--out", str(out), "--html", str(html), "--",
                            sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300)
     print(proc.stdout, proc.stderr[-3000:])
     assert proc.returncode == 0
     doc = json.load(gzip.open(out / "trace.json.gz"))
-    names = [e["name"] for e in doc["traceEvents"]]
-    assert sum(n.startswith("ProfilerStep#") for n in names) == 10
+    # Kineto writes each ProfilerStep twice: the CPU range (user_annotation) and its GPU copy (gpu_user_annotation)
+    steps = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert sum(n.startswith("ProfilerStep#") for n in steps) == 10
     assert any(e.get("cat") == "kernel" for e in doc["traceEvents"]), "no CUDA kernels in the trace"
     assert "10 steps recorded (top-level nn.Module calls)" in proc.stdout
     try:
@@ -101,6 +103,13 @@ def test_profile_the_example_writes_a_trace_and_a_verdict(tmp_path):
         pytest.skip("trace checked; the doctor is not in this build, so no verdict to check")
     verdict = [line for line in proc.stdout.splitlines() if line.startswith("doctor")]
     assert verdict and verdict[0].startswith("doctor: ") and "failed" not in verdict[0], proc.stdout
+    # the HTML report: one self-contained page with the same verdict and a busy/idle timeline per stream
+    import html as html_lib
+
+    assert f"HTML report -> {html}" in proc.stdout
+    page = html_lib.unescape(html.read_text())
+    assert verdict[0][len("doctor: "):] in page
+    assert 'id="verdict"' in page and "<svg class='chart lanes'" in page and "stream" in page
 
 
 def test_monitor_command_reports_energy():

@@ -6,14 +6,19 @@ import re
 import numpy as np
 
 from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
-from perflab.analysis.links import match
-from perflab.analysis.windows import Windows
+from perflab.analysis.links import launch_of, match
+from perflab.analysis.windows import Windows, profiler_steps
 from perflab.trace.model import CPU_OP, KERNEL, Trace, distinct
 
 _ELEMENTWISE = TYPES.index("elementwise")
 _GEMM = (TYPES.index("gemm"), TYPES.index("conv"))
 _DEQUANT_NAME = re.compile(r"dequant|unpack|int4|_w4a|awq|gptq|marlin_repack|float8_to|fp8_to|e4m3_to|to_bf16|to_fp16", re.I)
 _CAST_OP = re.compile(r"dequant|_to_copy|aten::to$|copy_|type_as|convert|quantized|torchao|fp8|float8|int8|int4", re.I)
+# A dtype-converting copy kernel. Alone it says nothing (activations are cast too); it is a dequantize
+# when it moves a weight-sized tensor: at least HEAVY_CAST of the time of the GEMM it feeds. This is how
+# kernels replayed from a CUDA graph are judged: they have no CPU op (no dtypes) in the trace.
+_CAST_KERNEL = re.compile(r"direct_copy_kernel|LoadWithCast|StoreWithCast|_to_copy|convert_|cast_", re.I)
+HEAVY_CAST = 0.5
 _NARROW_DTYPE = re.compile(r"signed char|unsigned char|int8|uint8|\bchar\b|Byte|Float8|float8|e4m3|e5m2|quint|qint|"
                            r"int4|uint4|bits", re.I)
 
@@ -28,8 +33,21 @@ def _stream_sequences(trace: Trace, windows: Windows) -> list[np.ndarray]:
     return out
 
 
+def _step_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """ProfilerStep index per GPU row, by the time it was launched (0 everywhere without steps)."""
+    steps = profiler_steps(trace)
+    if not len(steps):
+        return np.zeros(rows.size, dtype=np.int64)
+    links = launch_of(trace)[rows]
+    when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
+    return np.searchsorted(steps.start, when, side="right") - 1
+
+
 def elementwise_chains(trace: Trace, windows: Windows, min_length: int = 3) -> dict:
-    """Runs of consecutive elementwise kernels on one stream with the same launch shape (grid, block)."""
+    """Runs of consecutive elementwise kernels on one stream with the same launch shape (grid, block).
+
+    A run never spans two profiler steps (by launch time): one fused kernel per step, repeated step
+    after step, is the same work done again, not a chain that fusion could shorten."""
     chains: list[np.ndarray] = []
     shape_known = False
     for seq in _stream_sequences(trace, windows):
@@ -39,6 +57,8 @@ def elementwise_chains(trace: Trace, windows: Windows, min_length: int = 3) -> d
         ok = (types == _ELEMENTWISE) & (grid > 0) & (block > 0)
         same_as_prev = np.zeros(seq.size, dtype=bool)
         same_as_prev[1:] = ok[1:] & ok[:-1] & (grid[1:] == grid[:-1]) & (block[1:] == block[:-1])
+        step = _step_of(trace, seq)
+        same_as_prev[1:] &= step[1:] == step[:-1]
         starts = np.flatnonzero(ok & ~same_as_prev)
         if starts.size == 0:
             continue
@@ -74,18 +94,31 @@ def _is_dequant(trace: Trace, rows: np.ndarray, types: np.ndarray) -> np.ndarray
 
 
 def dequant_pairs(trace: Trace, windows: Windows, lookahead: int = 2) -> dict:
-    """Dequantize/convert kernels that run right before a GEMM on the same stream."""
+    """Dequantize/convert kernels that run right before a GEMM on the same stream.
+
+    The time counts the dequantize kernel and the elementwise kernels between it and the GEMM (the
+    scale multiply of a weight-only format: `w.to(bf16) * scale`)."""
     pairs = []
+    between: list[int] = []
     gemms = 0
     for seq in _stream_sequences(trace, windows):
         types = row_types(trace, seq)
-        gemms += int(np.isin(types, _GEMM).sum())
-        deq = np.flatnonzero(_is_dequant(trace, seq, types))
-        for i in deq.tolist():
-            ahead = types[i + 1:i + 1 + lookahead]
-            if np.isin(ahead, _GEMM).any():
-                pairs.append(int(seq[i]))
+        is_gemm = np.isin(types, _GEMM)
+        gemms += int(is_gemm.sum())
+        strict = _is_dequant(trace, seq, types)
+        cast = trace.name_table_mask(lambda n: _CAST_KERNEL.search(n) is not None)[seq] & ~is_gemm
+        for i in np.flatnonzero(strict | cast).tolist():
+            ahead = np.flatnonzero(is_gemm[i + 1:i + 1 + lookahead])
+            if ahead.size == 0:
+                continue
+            g = i + 1 + int(ahead[0])
+            if not strict[i] and trace.dur[seq[i]] < HEAVY_CAST * trace.dur[seq[g]]:
+                continue  # a light cast (an activation), not a weight being widened
+            pairs.append(int(seq[i]))
+            between.extend(int(seq[j]) for j in range(i + 1, g) if types[j] == _ELEMENTWISE)
     rows = np.array(pairs, dtype=np.int64)
+    extra = np.array(sorted(set(between) - set(pairs)), dtype=np.int64)
     return {"rows": rows, "pairs": int(rows.size), "gemms": gemms,
-            "time_us": float(trace.dur[rows].sum()) if rows.size else 0.0,
+            "time_us": float(trace.dur[rows].sum() + trace.dur[extra].sum()) if rows.size else 0.0,
+            "scale_kernels": int(extra.size),
             "names": sorted({trace.name_of(r) for r in pairs})[:5]}

@@ -15,11 +15,21 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/1)."),
         rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
         step: Optional[int] = typer.Option(None, "--step", help="Only ProfilerStep#N."),
+        html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --html file."),
     ) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
 
+        if html is not None:
+            from perflab.report.html import check_output
+
+            check_output(html, force=force)
         report = diagnose(path, rank=rank, step=step)
+        if html is not None:
+            from perflab.report.html import report_html, write_output
+
+            html = write_output(html, report_html(report), force=force)
         if json_out:
             from perflab.report.json import report_json
 
@@ -28,3 +38,5 @@ def register(app: typer.Typer) -> None:
             from perflab.report.terminal import render_report
 
             render_report(report)
+        if html is not None:
+            typer.echo(f"wrote {html}", err=json_out)

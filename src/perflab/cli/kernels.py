@@ -46,10 +46,41 @@ def ncu(
     _print_report(diagnose_ncu(run.report), as_json)
 
 
+def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perflab.paths import user_data_dir
+    from perflab.toolkit.bench import allreduce
+
+    if gpus is None:
+        import torch
+
+        gpus = max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 2
+    dest = out or user_data_dir() / "allreduce.json"
+    doc = allreduce.run_allreduce_bench(gpus, dest, max_bytes=max_bytes)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    m = doc["manifest"]
+    table = Table("size", "time µs", "algbw GB/s", "busbw GB/s",
+                  title=f"all_reduce {doc['dtype']} sum, {doc['world_size']} ranks, {doc['backend']} on "
+                        f"{m.get('gpu', 'CPU')} ({m['date']})")
+    for row in allreduce.table_rows(doc):
+        table.add_row(*row)
+    Console().print(table)
+    typer.echo(f"peak busbw {doc['peak_busbw_gbps']:.2f} GB/s; saved {dest}")
+
+
 def bench(
     quick: bool = typer.Option(False, "--quick", help="smaller sizes, fewer repeats (under 30 s)"),
     as_json: bool = typer.Option(False, "--json", help="print the ceilings as JSON"),
     out: Optional[Path] = typer.Option(None, "--out", help="also write the JSON here"),
+    allreduce: bool = typer.Option(False, "--allreduce", help="only the all-reduce bus-bandwidth sweep, under "
+                                                              "torchrun over --gpus processes (nccl-tests style)"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="--allreduce: processes (GPUs) per node "
+                                                            "[default: all visible GPUs]"),
+    max_bytes: int = typer.Option(1 << 30, "--max-bytes", help="--allreduce: largest message"),
 ) -> None:
     """Measure this machine's ceilings and save them (user data dir, ceilings.json) for the roofline."""
     from rich.console import Console
@@ -58,6 +89,9 @@ def bench(
     from perflab.toolkit.bench import run_bench, save_ceilings, table_rows
 
     console = Console(stderr=True)
+    if allreduce:
+        _bench_allreduce(gpus, out, max_bytes, as_json)
+        return
     data = run_bench(quick=quick, progress=None if as_json else (lambda m: console.print(f"[dim]measuring {m}[/dim]")))
     path = save_ceilings(data)
     if out:

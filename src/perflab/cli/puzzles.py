@@ -114,6 +114,12 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
         console.print(f"(no live run here: {o.why_replay}; showing the shipped recording)", style="dim")
     console.print(render.render_summary(summary, title=f"{p.title} — {variant}", label=o.label,
                                         measurements=o.measurements))
+    if "ncu" in p.tools:  # kernel puzzles: the recording also holds Nsight Compute reports
+        from perflab.puzzles import ncu_evidence
+
+        if ncu_evidence.has(o.evidence.folder, variant):
+            rep = display_path(ncu_evidence.rep_file(o.evidence.folder, variant))
+            console.print(f"kernel evidence (Nsight Compute): {rep}  (perflab doctor {rep})")
     if o.folder:
         trace = display_path(o.evidence.trace_path(variant))
         console.print(f"artifacts: {display_path(o.folder)}  (perflab doctor {trace})")
@@ -243,7 +249,13 @@ def _render_check(console: Console, r: Any) -> None:
     c = r.correctness
     console.print(Text.assemble(mark(c.ok), f"correct on fresh inputs (seed {c.seed}, {r.device})",
                                 f": {c.message}" if c.message else ""))
-    if r.speed:
+    if r.speed and "median_ms" not in r.slow:  # a memory metric ([check] metric, puzzles/memory_evidence.py)
+        s = r.speed
+        metric = s.statistic.split()[0]
+        console.print(Text.assemble(mark(s.passed), f"{metric}: slow {render.fmt_num(r.slow.get(metric))} MB, "
+                                    f"fix {render.fmt_num(r.fixed.get(metric))} MB, reduction {s.point:.2f}× "
+                                    f"(bar {s.bar:.2f}×)"))
+    elif r.speed:
         s = r.speed
         console.print(Text.assemble(mark(s.passed), f"speed-up {s.point:.2f}× (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}, "
                                     f"bar {s.bar:.2f}×; slow {render.fmt_num(r.slow['median_ms'])} ms, "

@@ -42,6 +42,9 @@ def profile(
                                                     "the first .py in CMD"),
     slice_s: float = typer.Option(0.1, "--slice", help="seconds per step when steps are time slices"),
     ncu: bool = typer.Option(False, "--ncu", help="hand over to `perflab ncu -- CMD` (Nsight Compute) instead"),
+    html: Optional[Path] = typer.Option(None, "--html", help="also write the doctor's report as a self-contained "
+                                                             "HTML file here"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --html file"),
 ) -> None:
     """Profile an unmodified script with torch.profiler, then show the doctor's verdict (help: PROFILE_HELP)."""
     from perflab.errors import PerflabError
@@ -49,6 +52,10 @@ def profile(
 
     if not cmd:
         raise PerflabError("give the command to profile, e.g. `perflab profile -- python script.py`")
+    if html is not None:
+        from perflab.report.html import check_output
+
+        check_output(html, force=force)  # before the run, not after it
     if ncu:
         raise SystemExit(subprocess.call([sys.executable, "-m", "perflab", "ncu", "--", *cmd]))
     found = lib.find_target(cmd, target)
@@ -68,7 +75,16 @@ def profile(
     where = run.traces[0] if len(run.traces) == 1 else f"{out} ({len(run.traces)} ranks)"
     print(f"perflab: {first['recorded_steps']} steps recorded ({first['steps_by']}) after {warmup} warm-up "
           f"-> {where}")
-    print(lib.doctor_summary(run.traces[0] if len(run.traces) == 1 else out))
+    traces = run.traces[0] if len(run.traces) == 1 else out
+    if html is None:
+        print(lib.doctor_summary(traces))
+        return
+    from perflab.doctor import diagnose
+    from perflab.report.html import report_html, write_output
+
+    report = diagnose(traces)
+    print(lib.doctor_summary(traces, report=report))
+    print(f"perflab: HTML report -> {write_output(html, report_html(report), force=force)}")
 
 
 def monitor(

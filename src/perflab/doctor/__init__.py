@@ -51,6 +51,7 @@ def _dispatch(kind: str, path: Path) -> Report:
 
 def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.lanes import stream_lanes
     from perflab.analysis.links import gpu_rows
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
@@ -75,9 +76,17 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         "syncs": ctx.syncs,
         "overlap": ctx.overlap,
         "busy": ctx.busy,
+        "timeline": stream_lanes(trace, ctx.windows),
         "hta": {"temporal_breakdown": temporal_breakdown(traces),
                 "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
     }
+    from perflab.doctor.rules.multigpu import multirank
+
+    multi = multirank(ctx)
+    if multi:
+        from perflab.analysis.collectives import top_collectives
+
+        analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
     return Report(source=source, verdict=_verdict(findings), findings=findings, analyses=_plain(analyses))
 
 

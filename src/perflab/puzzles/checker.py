@@ -187,6 +187,12 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
                          check_correctness(ref, ref_state, fix, fix_state, device, seed, puzzle))
     if not result.correctness.ok:
         return result
+    if puzzle.check.metric != "time":  # a memory puzzle: memory, not time (puzzles/memory_evidence.py)
+        from perflab.puzzles.memory_evidence import check_memory
+
+        del ref_state, fix_state  # measured one at a time in a drained allocator
+        phase("memory")
+        return check_memory(puzzle, ref, fix, result, out_dir, device=device, seed=seed)
     try:
         phase("timing")
         slow, fast = time_pair(ref, ref_state, fix, fix_state, device, reps or puzzle.check.reps)
@@ -203,4 +209,9 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
         result.correctness = Correctness(False, seed, f"crashed while {stage}: {type(exc).__name__}: {exc}")
         return result
     result.evidence = planted_evidence(puzzle, trace)
+    if "ncu" in puzzle.tools and result.speed.passed:  # kernel puzzles: the planted finding is an ncu one
+        from perflab.puzzles import ncu_evidence
+
+        phase("ncu")
+        result.evidence = ncu_evidence.planted_evidence(puzzle, fix_path, out_dir, device=device, seed=seed)
     return result

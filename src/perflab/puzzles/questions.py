@@ -50,16 +50,18 @@ def _source(variant: str) -> str:
 
 
 @analysis
-def doctor_top_id(ev: Any, variant: str = "slow") -> Computed:
-    """The doctor's most important finding on the variant's trace."""
+def doctor_top_id(ev: Any, variant: str = "slow", level: str = "") -> Computed:
+    """The doctor's most important finding on the variant's trace (with `level`: among that level's, e.g.
+    "system": the top-down answer when a kernel-level finding ranks above the system-level cause)."""
     report = ev.report(variant)
-    if not report.findings:
-        raise PerflabError(f"the doctor found nothing in {_source(variant)}")
-    top = report.findings[0]
+    findings = [f for f in report.findings if not level or f.level == level]
+    if not findings:
+        raise PerflabError(f"the doctor found nothing{f' at level {level}' if level else ''} in {_source(variant)}")
+    top = findings[0]
     evidence: dict[str, Any] = {"top finding": top.id, "severity": top.severity,
                                 "estimated gain %": round(float(top.gain_pct), 1)}
     evidence.update({k: v for k, v in top.evidence.items() if isinstance(v, (int, float, str))})
-    others = [f"{f.id} ({f.severity})" for f in report.findings[1:4]]
+    others = [f"{f.id} ({f.severity})" for f in report.findings if f is not top][:3]
     if others:
         evidence["next findings"] = ", ".join(others)
     return Computed(top.id, evidence, f"perflab doctor on {_source(variant)}")
@@ -219,3 +221,14 @@ def _grade_text(given: str, expected: str, alternatives: tuple[str, ...]) -> tup
     if clash:
         return False, f"{given!r} also matches {clash[0][:80]!r}: give a more specific part of the name"
     return True, ""
+
+
+# Nsight Compute analyses (ncu_top_id, ncu_metric, ...) register themselves into ANALYSES on import.
+from perflab.puzzles import questions_ncu as _questions_ncu  # noqa: E402,F401
+from perflab.puzzles import questions_autotune as _questions_autotune  # noqa: E402,F401
+# Memory-snapshot analyses (memory_doctor_top_id, memory_field, ...) likewise.
+from perflab.puzzles import questions_memory as _questions_memory  # noqa: E402,F401
+# Host-side analyses (host_time_pct, culprit_function, periodic_outliers) likewise; CPU-only traces too.
+from perflab.puzzles import questions_host as _questions_host  # noqa: E402,F401
+# Batch-size sweep analyses (sweep_knee, sweep_point) likewise.
+from perflab.puzzles import questions_sweep as _questions_sweep  # noqa: E402,F401

@@ -35,6 +35,8 @@ class Verification:
 def why_failed(r: checker.CheckResult) -> str:
     if not r.correctness.ok:
         return f"incorrect: {r.correctness.message}"
+    if r.speed and not r.speed.passed and "ratio" in (r.speed.statistic or ""):  # a memory metric
+        return f"{r.speed.statistic} {r.speed.point:.2f} < bar {r.speed.bar:.2f}"
     if r.speed and not r.speed.passed:
         return f"speed-up CI low {r.speed.ci_low:.2f} < bar {r.speed.bar:.2f}"
     if r.evidence and not r.evidence.ok:
@@ -83,12 +85,57 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
         res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant), device=device,
                                  command=command)
         profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
+    snapshots = {}
+    if "memory" in puzzle.tools:  # a memory snapshot per variant (puzzles/memory_evidence.py)
+        from perflab.puzzles.memory_evidence import record_snapshots
+
+        snapshots = record_snapshots(puzzle, _mkdir(workdir / "memory"), device)
+        for variant, numbers in snapshots.items():
+            profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
     v = verify(puzzle, device, workdir, seed)
     if not (v.ok or force):
         return v, False
+    ncu = _record_ncu(puzzle, workdir, device)
+    tuned = _record_autotune(puzzle, workdir, device)
     dest.mkdir(parents=True, exist_ok=True)
     for variant in replay.RECORDED_VARIANTS:
         shutil.copyfile(replay.trace_file(workdir / variant, variant), replay.trace_file(dest, variant))
+        if ncu:
+            from perflab.puzzles import ncu_evidence
+
+            ncu_evidence.copy_recording(workdir / variant, dest, variant)
+        if tuned:
+            from perflab.puzzles.autotune_log import log_file
+
+            shutil.copyfile(log_file(workdir / variant, variant), log_file(dest, variant))
+    for numbers in snapshots.values():
+        shutil.copyfile(numbers["path"], dest / Path(numbers["path"]).name)
     runner.write_json(dest / "measurements.json", measurements(v, profiled))
     runner.write_json(dest / "manifest.json", runner.environment(command, device))
     return v, True
+
+
+def _record_ncu(puzzle: Puzzle, workdir: Path, device: str) -> bool:
+    """Kernel puzzles (tools = ["ncu"]): one profiled step of slow and of solution under Nsight Compute."""
+    from perflab.puzzles import ncu_evidence
+
+    if not ncu_evidence.uses_ncu(puzzle):
+        return False
+    checked = workdir / "check-solution"  # the solution's check profiled it already: reuse that report
+    for variant in replay.RECORDED_VARIANTS:
+        if variant == "solution" and ncu_evidence.has(checked, "mine"):
+            ncu_evidence.copy_recording(checked, _mkdir(workdir / variant), "mine", variant)
+        else:
+            ncu_evidence.profile_variant(puzzle, puzzle.file(variant), workdir / variant, variant, device=device)
+    return True
+
+
+def _record_autotune(puzzle: Puzzle, workdir: Path, device: str) -> bool:
+    """Puzzles with tools = ["autotune"]: the autotuner's choice per shape and every config's time there."""
+    if "autotune" not in puzzle.tools:
+        return False
+    from perflab.puzzles.autotune_log import record_variant
+
+    for variant in replay.RECORDED_VARIANTS:
+        record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / variant), variant, device=device)
+    return True

@@ -44,10 +44,23 @@ def summarize(trace: Any) -> dict[str, Any]:
     return evidence_summary(trace)
 
 
+def cpu_only(trace: Any) -> bool:
+    """A trace with no GPU activity (a profile of device "cpu")."""
+    from perflab.analysis.links import gpu_rows
+
+    return gpu_rows(trace).size == 0
+
+
 def diagnose(trace: Any) -> Any:
+    """The doctor's report; for a CPU-only trace (a puzzle run on device "cpu"), the CPU-side rules."""
     from perflab.doctor import diagnose as run_doctor
 
-    return run_doctor(trace)
+    report = run_doctor(trace)
+    if not report.findings and cpu_only(trace):
+        from perflab.doctor.cpu import cpu_report
+
+        return cpu_report(trace, report)
+    return report
 
 
 class Evidence:

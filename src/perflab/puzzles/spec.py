@@ -17,11 +17,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOOLS = ("torch-profiler", "ncu", "memory", "nvml")
+TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune")
 QUESTION_TYPES = ("taxonomy", "number", "text", "choice")
 VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "starter.py"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DEFAULT_NUMBER_TOLERANCE = 0.1
+CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb")
 
 
 class SpecError(PerflabError):
@@ -61,6 +62,17 @@ class CheckConfig:
     rtol: float | None = None
     atol: float | None = None
     reps: int = 30
+    metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory puzzles: memory_evidence.py)
+    reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
+
+
+@dataclass(frozen=True)
+class NcuConfig:
+    """[ncu]: which kernels of one profiled step Nsight Compute records (puzzles with tools = ["ncu"])."""
+    kernel: str = ""          # regex on the kernel name ("" = every kernel)
+    launches: int = 1         # kernel launches profiled, after `warmup` unprofiled steps
+    set: str = "full"         # ncu section set
+    warmup: int = 2
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class Puzzle:
     profile: ProfileConfig = ProfileConfig()
     check: CheckConfig = CheckConfig()
     questions: tuple[Question, ...] = ()
+    ncu: NcuConfig = NcuConfig()
 
     @property
     def artifacts(self) -> Path:
@@ -194,7 +207,7 @@ def load(path: Path) -> Puzzle:
 def parse(data: dict[str, Any], source: Path) -> Puzzle:
     f = _Fields(data, source)
     f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
-                      "question", "look_at", "requirements", "profile", "check", "hints", "questions"})
+                      "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu"})
     pid = f.text("id")
     if not ID_RE.match(pid):
         raise f.fail("id", "must be lowercase letters, digits and dashes ([a-z0-9-]+)")
@@ -209,7 +222,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
         prerequisites=f.strings("prerequisites"), seeds=f.strings("seeds"), taxonomy=taxonomy,
         tools=f.strings("tools", TOOLS), hints=f.strings("hints"),
         requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
-        check=check, questions=_questions(f),
+        check=check, questions=_questions(f), ncu=_ncu(f.table("ncu")),
     )
     for variant in ("slow", "solution", "starter"):
         if not puzzle.file(variant).is_file():
@@ -232,16 +245,36 @@ def _profile(t: _Fields) -> ProfileConfig:
                          with_stack=t.get("with_stack", bool, False))
 
 
+def _ncu(t: _Fields) -> NcuConfig:
+    t.reject_unknown({"kernel", "launches", "set", "warmup"})
+    kernel = t.get("kernel", str, "", "a string (a regex on kernel names)")
+    try:
+        re.compile(kernel)
+    except re.error as exc:
+        raise t.fail("kernel", f"is not a valid regex ({exc})") from None
+    section_set = t.get("set", str, "full", "a string (an ncu section set: full, detailed, basic)")
+    if not re.match(r"^[a-z_]+$", section_set):
+        raise t.fail("set", "must be an ncu section set name such as full, detailed or basic")
+    return NcuConfig(kernel=kernel, launches=t.int_in("launches", 1, 16, 1), set=section_set,
+                     warmup=t.int_in("warmup", 0, 100, 2))
+
+
 def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
-    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps"})
+    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction"})
     planted = t.get("planted", str, taxonomy[0])
     if planted not in TAXONOMY_IDS:
         raise t.fail("planted", f"{planted!r} is not a taxonomy id")
     speedup = t.number("speedup", 1.5)
     if speedup < 1.0:
         raise t.fail("speedup", "must be >= 1.0 (the bar the fix's speed-up must clear)")
+    metric = t.get("metric", str, "time")
+    if metric not in CHECK_METRICS:
+        raise t.fail("metric", f"must be one of {', '.join(CHECK_METRICS)}")
+    reduction = t.number("reduction", 1.0)
+    if reduction < 1.0:
+        raise t.fail("reduction", "must be >= 1.0 (the slow/fixed memory ratio the fix must reach)")
     return CheckConfig(speedup=speedup, planted=planted, rtol=t.number("rtol", None), atol=t.number("atol", None),
-                       reps=t.int_in("reps", 5, 10_000, 30))
+                       reps=t.int_in("reps", 5, 10_000, 30), metric=metric, reduction=reduction)
 
 
 def _questions(f: _Fields) -> tuple[Question, ...]:

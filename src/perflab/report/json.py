@@ -8,17 +8,18 @@ import orjson
 from perflab.doctor.finding import Report
 
 
-def _clean(value):
+def clean_json(value):
+    """NaN/inf → None, recursively, so every JSON parser accepts the output."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
 def report_json(report: Report, *, indent: bool = True) -> str:
     """One JSON object; NaN/inf become null so every JSON parser accepts it."""
     option = orjson.OPT_INDENT_2 if indent else 0
-    return orjson.dumps(_clean(report.to_dict()), option=option | orjson.OPT_SERIALIZE_NUMPY).decode()
+    return orjson.dumps(clean_json(report.to_dict()), option=option | orjson.OPT_SERIALIZE_NUMPY).decode()

@@ -35,6 +35,9 @@ def render_report(report: Report, console: Console | None = None, *, events: int
             f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, GPU busy {summary['gpu_busy_pct']:.1f}%, "
             f"{summary['kernels_per_step']:.0f} kernels/step (mean {summary['mean_kernel_us']:.1f} µs), "
             f"{summary['syncs']['per_step']:.1f} syncs/step", style="dim"))
+    multi = report.analyses.get("multigpu") if report.analyses else None
+    if multi and multi.get("per_rank"):
+        _render_ranks(console, multi)
     if not report.findings:
         return
     table = Table(show_header=True, header_style="bold", expand=False)
@@ -49,3 +52,28 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(table)
     top = report.findings[0]
     console.print(Text("fix: ", style="bold") + Text(top.fix))
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _render_ranks(console: Console, multi: dict) -> None:
+    """Per-rank communication evidence of a multi-rank trace folder (analysis.collectives)."""
+    table = Table(show_header=True, header_style="bold", expand=False,
+                  title=f"ranks (world size {multi.get('world_size')}; ms per step)")
+    for col in ("rank", "step", "compute", "comm", "overlap %", "exposed comm", "waiting", "collectives"):
+        table.add_column(col, justify="right")
+    for r in multi["per_rank"]:
+        table.add_row(str(r["rank"]), _ms(r["step_ms"]), _ms(r["compute_ms"]), _ms(r["comm_ms"]),
+                      f"{r['comm_overlap_pct']:.0f}", _ms(r["exposed_comm_ms"]), _ms(r["wait_ms"]),
+                      f"{r['collectives_per_step']:.0f}")
+    console.print(table)
+    kinds = multi.get("collectives", {}).get("by_kind", {})
+    parts = [f"{k} x{d['count']} ({d['bytes'] / 1e6:.1f} MB sized, busbw {d['busbw_gbps']:.1f} GB/s)"
+             if d.get("busbw_gbps") is not None else f"{k} x{d['count']} (size not recorded)" for k, d in kinds.items()]
+    if parts:
+        console.print(Text("collectives: " + "; ".join(parts), style="dim"))
+    if multi.get("straggler") is not None:
+        console.print(Text(f"last to arrive at collectives: rank {multi['straggler']} "
+                           f"(step-time spread {multi['step_ms_spread_pct']:.1f}%)", style="dim"))

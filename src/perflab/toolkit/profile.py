@@ -173,14 +173,15 @@ def auto_profile(fn: Callable | None = None, *, warmup: int = 3, iterations: int
     return decorate(fn) if fn is not None else decorate
 
 
-def doctor_summary(path: str | Path) -> str:
-    """The doctor's verdict and top findings as text; a note instead when the doctor is missing or fails."""
+def doctor_summary(path: str | Path, report: Any = None) -> str:
+    """The doctor's verdict and top findings as text; a note instead when the doctor is missing or fails.
+    `report`: the doctor's Report on `path` when the caller has it already."""
     try:
         from perflab.doctor import diagnose
     except ImportError:
         return "doctor not available"
     try:
-        report = diagnose(path)
+        report = report if report is not None else diagnose(path)
     except PerflabError as exc:
         return f"doctor could not read {path}: {exc}"
     except Exception as exc:  # the doctor is another layer: its failure must not lose the trace

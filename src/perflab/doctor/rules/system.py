@@ -210,32 +210,6 @@ def directed_copies(ctx: Context) -> list[Finding]:
     return out
 
 
-def _comm_events(ctx: Context) -> list[EventRef]:
-    from perflab.analysis.kernels import TYPES, row_types, window_gpu_rows
-
-    rows = window_gpu_rows(ctx.trace, ctx.windows)
-    comm = rows[row_types(ctx.trace, rows) == TYPES.index("communication")]
-    return [ctx.event(r) for r in sorted(comm.tolist(), key=lambda r: -ctx.trace.dur[r])[:5]]
-
-
-@rule
-def comm_not_overlapped(ctx: Context) -> list[Finding]:
-    comm = ctx.overlap["comm"]
-    if comm["time_us"] <= 0:
-        return []
-    gain = ctx.share(comm["exposed_us"])
-    return _finding(
-        "comm-not-overlapped", gain,
-        f"Collective communication is exposed ({comm['overlap_pct']:.0f}% overlapped with compute): "
-        f"~{gain:.0f}% of step time.",
-        {"comm_time_pct": ctx.share(comm["time_us"]), "comm_overlap_pct": comm["overlap_pct"],
-         "exposed_comm_pct": gain, "comm_streams": comm["streams"]},
-        "Overlap communication with compute: bucketed/async collectives (DDP/FSDP overlap, async_op=True), "
-        "compute independent work while the collective runs, fewer/larger collectives.",
-        _comm_events(ctx),
-    )
-
-
 @rule
 def gpu_idle(ctx: Context) -> list[Finding]:
     gain = ctx.gaps.pct("other")

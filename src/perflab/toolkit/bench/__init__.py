@@ -63,12 +63,31 @@ def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None
     attempt("host_copies", lambda: suite.host_copies(plan), many=True)
     attempt("matmul", lambda: suite.matmuls(plan), many=True)
     attempt("disk", lambda: suite.disk(plan, disk_dir or user_data_dir() / "bench-tmp"), many=True)
+    if _gpu_count() > 1:  # several GPUs: the all-reduce bus bandwidth joins (torchrun, one process per GPU)
+        attempt("allreduce_busbw", lambda: _allreduce_ceiling(quick, user_data_dir() / "allreduce.json"))
     if "dram_copy" in results and "value" in results["dram_copy"] and "value" in results.get("dram_read_smem", {}):
         results["dram_read_smem"]["pct_of_copy"] = round(
             100 * results["dram_read_smem"]["value"] / results["dram_copy"]["value"], 1)
     man["clocks_after"] = man.get("clocks_mhz") and _clocks_now()
     man["seconds"] = round(time.perf_counter() - t0, 1)
     return {"schema": SCHEMA, "manifest": man, "results": results}
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _allreduce_ceiling(quick: bool, out: Path) -> dict:
+    from perflab.toolkit.bench.allreduce import run_allreduce_bench
+
+    doc = run_allreduce_bench(_gpu_count(), out, max_bytes=(1 << 28) if quick else (1 << 30),
+                              target_s=0.02 if quick else 0.05)
+    best = max(doc["rows"], key=lambda r: r["busbw_gbps"])
+    return {"value": round(best["busbw_gbps"], 2), "unit": "GB/s",
+            "method": f"all_reduce busbw (nccl-tests formula), {doc['world_size']} GPUs, float32, best at "
+                      f"{best['bytes'] >> 20} MiB; sweep in {out}", "rows": doc["rows"]}
 
 
 def _clocks_now() -> dict | None:

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Measure the fp8 weight-only configurations of the fp8-weight-only puzzle on the GPU machine.
+
+    python3 scripts/fp8_configs.py --out DIR [--layers 28] [--no-compile]
+
+A Llama-3.2-3B-shaped decoder (perflab/workloads/llama.py, random weights), batch 1, bf16 activations,
+under each configuration: none (bf16), torchao Float8WeightOnlyConfig, torchao
+Float8DynamicActivationFloat8WeightConfig (when torchao imports), perflab's dequantize-then-matmul fp8
+path (the puzzle's slow workload) and the puzzle's fused Triton solution. Per configuration: decode
+ms and tok/s (one token at a fixed position, eager and torch.compile'd per block), generate tok/s
+(prefill 8 tokens + 32 new tokens, eager, new tokens / total time), weight bytes, achieved weight
+bandwidth (weight bytes x decode tok/s) and peak memory of the inference (allocated, reserved).
+Also a single nn.Linear(8192, 8192) for M in 1, 16, 256, 4096 (the issue's table).
+Writes DIR/configs.json (rewritten after each configuration, so a timeout keeps what was measured).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+import torch  # noqa: E402
+
+from perflab.puzzles.runner import load_module  # noqa: E402
+from perflab.workloads import fp8, llama  # noqa: E402
+
+MB = 1024.0 * 1024.0
+SOLUTION = REPO / "src/perflab/catalog/40-fp8-weight-only/solution.py"
+
+
+def bench_ms(fn, iters: int = 10, repeats: int = 5) -> float:
+    """Median over `repeats` of the mean time of `iters` back-to-back calls (CUDA events)."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) / iters)
+    return statistics.median(out)
+
+
+def torchao_config(name: str):
+    from torchao.quantization import (Float8DynamicActivationFloat8WeightConfig, Float8WeightOnlyConfig,
+                                      quantize_)
+
+    cfg = Float8WeightOnlyConfig() if name == "torchao-float8wo" else Float8DynamicActivationFloat8WeightConfig()
+    return quantize_, cfg
+
+
+def apply(model, name: str):
+    if name == "bf16":
+        return model
+    if name.startswith("torchao-"):
+        quantize_, cfg = torchao_config(name)
+        quantize_(model, cfg)
+        return model
+    if name == "perflab-dequant":
+        return llama.swap_linears(model, fp8.make_dequant_linear)
+    if name == "perflab-fused":
+        sol = load_module(SOLUTION)
+        return llama.swap_linears(model, sol.make_linear)
+    raise ValueError(name)
+
+
+def measure_model(name: str, cfg: dict, compile_: bool) -> dict:
+    """Decode of one token at a fixed position: eager, and replayed as one CUDA graph (what gpt-fast's
+    compiled decode does with mode="reduce-overhead"); generate = prefill 8 + 16 new tokens, eager."""
+    torch.cuda.empty_cache()
+    model = apply(llama.build(cfg, "cuda", 0, max_seq=64), name)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    row = {"config": name, "weights_mb": round(torch.cuda.memory_allocated() / MB, 1),
+           "weight_bytes": llama.weight_bytes(model)}
+    torch.cuda.reset_peak_memory_stats()
+    tok = torch.tensor([[7]], device="cuda")
+    prompt = torch.arange(8, device="cuda")[None] + 100
+    with torch.no_grad():
+        ms = bench_ms(lambda: model(tok, 32), iters=5, repeats=3)
+        row["eager_decode_ms"] = round(ms, 3)
+        row["eager_decode_tok_s"] = round(1e3 / ms, 2)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(prompt, 0)
+        for i in range(16):
+            model(tok, 8 + i)
+        torch.cuda.synchronize()
+        row["eager_generate_tok_s"] = round(16 / (time.perf_counter() - t0), 2)
+        row["eager_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / MB, 1)
+        row["eager_peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / MB, 1)
+    try:
+        graph, _ = llama.capture_decode(model, tok, 32)
+        gms = bench_ms(graph.replay, iters=20, repeats=5)
+        row["graph_decode_ms"] = round(gms, 4)
+        row["graph_decode_tok_s"] = round(1e3 / gms, 2)
+        row["graph_weight_gbps"] = round(row["weight_bytes"] * 1e3 / gms / 1e9, 1)
+        row["graph_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / MB, 1)
+        row["graph_peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / MB, 1)
+        row["graph_pool_mb"] = round((torch.cuda.memory_reserved() - row["weights_mb"] * MB) / MB, 1)
+        del graph
+    except Exception as exc:  # record, do not stop the table
+        row["graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    del model
+    return row
+
+
+def measure_linear(name: str, ms_list=(1, 16, 256, 4096), compile_m1: bool = True) -> dict:
+    torch.cuda.empty_cache()
+    lin = torch.nn.Sequential(torch.nn.Linear(8192, 8192, bias=False, device="cuda", dtype=torch.bfloat16))
+    lin = apply(lin, name)
+    row = {"config": name}
+    with torch.inference_mode():
+        for m in ms_list:
+            x = torch.randn(m, 8192, device="cuda", dtype=torch.bfloat16)
+            row[f"M{m}_ms"] = round(bench_ms(lambda: lin(x), iters=20), 4)
+        if compile_m1 and name.startswith("torchao-"):
+            try:
+                c = torch.compile(lin)
+                x = torch.randn(1, 8192, device="cuda", dtype=torch.bfloat16)
+                row["M1_compiled_ms"] = round(bench_ms(lambda: c(x), iters=20), 4)
+            except Exception as exc:
+                row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    torch._dynamo.reset()
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--skip-linear", action="store_true", help="only the model table")
+    ap.add_argument("--configs", default="bf16,torchao-float8wo,torchao-float8dq,perflab-dequant,perflab-fused")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    cfg = dict(llama.LLAMA_3_2_3B, layers=args.layers)
+    try:
+        import torchao
+        tao = torchao.__version__
+    except Exception as exc:
+        tao = f"not importable: {type(exc).__name__}: {exc}"
+    doc = {"schema": "perflab.fp8-configs/1", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "torchao": tao, "python": platform.python_version(),
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "command": "python3 scripts/fp8_configs.py " + " ".join(sys.argv[1:]),
+           "model": {"shape": "Llama-3.2-3B", **cfg, "batch": 1, "dtype": "bfloat16", "weights": "random"},
+           "linear_8192": [], "model_rows": []}
+    path = args.out / "configs.json"
+    names = args.configs.split(",")
+    for name in ([] if args.skip_linear else names):
+        try:
+            doc["linear_8192"].append(measure_linear(name))
+        except Exception as exc:
+            doc["linear_8192"].append({"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        path.write_text(json.dumps(doc, indent=1))
+    for name in names:
+        try:
+            row = measure_model(name, cfg, not args.no_compile)
+        except Exception as exc:
+            traceback.print_exc()
+            row = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        doc["model_rows"].append(row)
+        path.write_text(json.dumps(doc, indent=1))
+        print(json.dumps(row), flush=True)
+    print(json.dumps(doc["linear_8192"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

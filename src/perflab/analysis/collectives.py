@@ -1,0 +1,356 @@
+"""Collectives across ranks: what each NCCL kernel moved, how fast, how much of it is exposed, who waits.
+
+Per rank: every communication kernel becomes a collective (type, bytes, group size) with its
+algorithm bandwidth (bytes / time) and bus bandwidth, the nccl-tests convention
+(github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md) that makes numbers comparable across rank counts:
+
+    all_reduce                                  busbw = algbw * 2(n-1)/n
+    all_gather, reduce_scatter, all_to_all      busbw = algbw * (n-1)/n     (bytes: the full buffer)
+    broadcast, reduce, send/recv                busbw = algbw
+
+Across ranks: the k-th collective of a process group inside ProfilerStep#s on every rank is the same
+collective. An NCCL kernel starts when its rank arrives and ends when the data has moved, which
+needs every rank; so the last rank to arrive has the shortest kernel, and that duration is the
+transfer time. Every other rank's extra kernel time is waiting for the late rank. This needs no
+clock alignment between hosts. Time a rank spends waiting is load imbalance (`load-imbalance`), not
+communication cost; exposed communication minus that wait is what overlapping could hide
+(`comm-not-overlapped`).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from perflab.analysis.intervals import length, overlap_length
+from perflab.analysis.kernels import TYPES, row_types
+from perflab.analysis.links import gpu_rows, launch_of
+from perflab.analysis.overlap import overlaps
+from perflab.analysis.windows import (
+    Windows,
+    analysis_windows,
+    profiler_steps,
+    step_times,
+)
+from perflab.trace.model import KERNEL, Trace
+
+# bus-bandwidth factor per collective type, as a function of the group size n
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
+}
+
+_KINDS = (  # first match wins; applied to recorded collective names and to kernel names
+    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
+    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
+    ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
+    ("send_recv", re.compile(r"send|recv|p2p", re.IGNORECASE)),
+    ("barrier", re.compile(r"barrier", re.IGNORECASE)),
+    ("reduce", re.compile(r"reduce", re.IGNORECASE)),
+)
+
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "f32": 4, "int": 4, "int32": 4, "uint32": 4, "complexhalf": 4,
+    "double": 8, "float64": 8, "long": 8, "int64": 8, "uint64": 8, "complexfloat": 8,
+    "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2, "uint16": 2,
+    "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "int8_t": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "complexdouble": 16,
+}
+
+
+def collective_kind(name: str | None) -> str | None:
+    if not name:
+        return None
+    return next((k for k, rx in _KINDS if rx.search(name)), None)
+
+
+def dtype_bytes(dtype: str | None) -> int | None:
+    if not dtype:
+        return None
+    key = dtype.lower().replace("c10::", "").replace("torch.", "").strip()
+    return _DTYPE_BYTES.get(key)
+
+
+def message_bytes(kind: str | None, in_nelems: int | None, out_nelems: int | None, dtype: str | None,
+                  n: int | None) -> float | None:
+    """The buffer size nccl-tests reports for this collective (all_gather: the gathered output)."""
+    size = dtype_bytes(dtype)
+    if size is None or kind is None:
+        return None
+    if kind in ("all_gather", "reduce_scatter"):
+        total = max(in_nelems or 0, out_nelems or 0)
+        if in_nelems and (not out_nelems or out_nelems == in_nelems) and n and kind == "all_gather":
+            total = in_nelems * n  # only the per-rank input is known
+        nelems = total or None
+    else:
+        nelems = in_nelems if in_nelems is not None else out_nelems
+    return float(nelems * size) if nelems is not None else None
+
+
+def bus_factor(kind: str | None, n: int | None) -> float | None:
+    if kind not in BUS_FACTOR or not n or n < 1:
+        return None
+    return BUS_FACTOR[kind](n)
+
+
+def comm_rows(trace: Trace) -> np.ndarray:
+    """GPU rows of communication kernels, by start time."""
+    def compute() -> np.ndarray:
+        rows = gpu_rows(trace)
+        rows = rows[(trace.kind[rows] == KERNEL) & (row_types(trace, rows) == TYPES.index("communication"))]
+        return rows[np.argsort(trace.ts[rows], kind="stable")]
+    return trace.cached("comm_rows", compute)
+
+
+def _records(trace: Trace) -> list:
+    from perflab.trace.comm_args import read_comm_records
+
+    path = trace.meta.get("path")
+    if not path or comm_rows(trace).size == 0:
+        return []
+    return trace.cached("comm_records", lambda: read_comm_records(path))
+
+
+def collectives(trace: Trace) -> list[dict]:
+    """One dict per communication kernel of the trace: kind, bytes, group size, times, bandwidths."""
+    return trace.cached("collectives", lambda: _collectives(trace))
+
+
+def _collectives(trace: Trace) -> list[dict]:
+    rows = comm_rows(trace)
+    if rows.size == 0:
+        return []
+    recs = _records(trace)
+    by_corr = {r.correlation: r for r in recs if r.source == "kernel" and r.correlation >= 0}
+    host = sorted((r for r in recs if r.source != "kernel"), key=lambda r: (r.ts, r.source != "record_param_comms"))
+    host_ts = np.array([r.ts for r in host])
+    launches = launch_of(trace)
+    world = int(trace.meta.get("world_size") or 1)
+    steps = profiler_steps(trace)
+    out = []
+    for row in rows.tolist():
+        rec = by_corr.get(int(trace.correlation[row]))
+        if rec is None and host:
+            rec = _enclosing(host, host_ts, trace, int(launches[row]))
+        name = trace.name_of(row)
+        kernel_kind = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
+        kind = collective_kind(rec.collective) if rec else None
+        if kind is None or (kernel_kind not in (None, "send_recv") and kind != kernel_kind):
+            kind, rec = kernel_kind, (rec if kind is None else None)
+        n = (rec.group_size if rec and rec.group_size else None) or world
+        nbytes = message_bytes(kind, rec.in_nelems, rec.out_nelems, rec.dtype, n) if rec else None
+        launch = int(launches[row])
+        when = float(trace.ts[launch]) if launch >= 0 else float(trace.ts[row])
+        i = int(np.searchsorted(steps.start, when, side="right")) - 1 if len(steps) else -1
+        step = int(steps.number[i]) if i >= 0 and when < steps.end[i] else None
+        out.append({
+            "row": row, "name": name, "kind": kind or "other", "stream": int(trace.stream[row]),
+            "ts": float(trace.ts[row]), "dur_us": float(trace.dur[row]), "group_size": n,
+            "pg": (rec.pg if rec and rec.pg else None), "bytes": nbytes, "dtype": rec.dtype if rec else None,
+            "args_from": rec.source if rec else None, "step": step,
+        })
+    _bandwidths(out, "dur_us")
+    return out
+
+
+def _enclosing(host: list, host_ts: np.ndarray, trace: Trace, launch: int):
+    """The host-side record (record_param_comms or nccl:* range) around the kernel's launch."""
+    if launch < 0:
+        return None
+    t = float(trace.ts[launch])
+    i = int(np.searchsorted(host_ts, t, side="right")) - 1
+    best = None
+    while i >= 0 and host_ts[i] >= t - 1e7:
+        r = host[i]
+        if r.ts <= t <= r.end and (best is None or (best.source != "record_param_comms" and
+                                                    r.source == "record_param_comms")):
+            best = r
+            if r.source == "record_param_comms":
+                break
+        i -= 1
+    return best
+
+
+def _bandwidths(colls: list[dict], time_key: str, prefix: str = "") -> None:
+    for c in colls:
+        t = c.get(time_key)
+        factor = bus_factor(c["kind"], c["group_size"])
+        alg = c["bytes"] / (t * 1e3) if c["bytes"] is not None and t else None  # bytes/ns = GB/s
+        c[prefix + "algbw_gbps"] = alg
+        c[prefix + "busbw_gbps"] = alg * factor if alg is not None and factor is not None else None
+
+
+# -- across ranks ------------------------------------------------------------------------------------------
+def _match_key(c: dict, counters: dict) -> tuple:
+    group = (c["pg"] or "default", c["step"])
+    k = counters[group]
+    counters[group] += 1
+    return (*group, k)
+
+
+def match_across_ranks(traces: list[Trace]) -> list[dict]:
+    """The same collective on every rank that recorded it: per-rank kernel time, transfer time, waits.
+
+    Sets `transfer_us` and `wait_us` on each rank's collective dicts (the fields of `collectives`)."""
+    groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    for t in traces:
+        counters: dict = defaultdict(int)
+        for c in collectives(t):
+            groups[_match_key(c, counters)][t.rank] = c
+    matched = []
+    for key, per_rank in groups.items():
+        if len(per_rank) < 2:
+            continue
+        durs = {r: c["dur_us"] for r, c in per_rank.items()}
+        last = min(durs, key=durs.get)  # the last rank to arrive has the shortest kernel
+        transfer = durs[last]
+        for r, c in per_rank.items():
+            c["transfer_us"] = transfer
+            c["wait_us"] = durs[r] - transfer
+        first = per_rank[last]
+        matched.append({"key": key, "kind": first["kind"], "bytes": first["bytes"], "group_size": first["group_size"],
+                        "transfer_us": transfer, "last_rank": last, "ranks": sorted(per_rank),
+                        "wait_us": {r: durs[r] - transfer for r in sorted(per_rank)}})
+    return matched
+
+
+def _by_kind(colls: list[dict], time_key: str) -> dict:
+    out: dict[str, dict] = {}
+    for c in colls:
+        d = out.setdefault(c["kind"], {"count": 0, "time_us": 0.0, "bytes": 0.0, "sized": 0, "sized_time_us": 0.0,
+                                       "group_size": c["group_size"]})
+        d["count"] += 1
+        t = c.get(time_key) if c.get(time_key) is not None else c["dur_us"]
+        d["time_us"] += t
+        if c["bytes"] is not None:
+            d["sized"] += 1
+            d["bytes"] += c["bytes"]
+            d["sized_time_us"] += t
+    for kind, d in out.items():
+        alg = d["bytes"] / (d["sized_time_us"] * 1e3) if d["sized_time_us"] > 0 and d["sized"] else None
+        factor = bus_factor(kind, d["group_size"])
+        d["algbw_gbps"] = alg
+        d["busbw_gbps"] = alg * factor if alg is not None and factor is not None else None
+    return out
+
+
+def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
+    if not colls:
+        return []
+    ts = np.array([c["ts"] for c in colls])
+    inside = windows.contains(ts)
+    return [c for c, ok in zip(colls, inside) if ok]
+
+
+def rank_summary(trace: Trace, windows: Windows) -> dict:
+    """One rank: step time, communication time, overlap, exposed communication, waiting, per step."""
+    n_steps = max(len(windows.steps), 1)
+    ov = overlaps(trace, windows)
+    colls = _in_windows(collectives(trace), windows)
+    waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
+    st = step_times(trace)
+    rows = np.array([c["row"] for c in colls], dtype=np.int64)
+    wait_exposed = 0.0
+    if waits:  # the waiting part of each kernel is its start; count the part compute does not hide
+        starts = trace.ts[rows]
+        wait_end = starts + np.array([c.get("wait_us") or 0.0 for c in colls])
+        comp = _compute_spans(trace, windows)
+        wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp)
+    comm = ov["comm"]
+    per = 1.0 / n_steps / 1e3
+    return {
+        "rank": trace.rank, "steps": len(windows.steps),
+        "step_ms": float(np.median(st)) / 1e3 if st.size else windows.total / 1e3,
+        "compute_ms": ov["compute_us"] * per, "comm_ms": comm["time_us"] * per,
+        "comm_overlap_pct": comm["overlap_pct"], "exposed_comm_ms": comm["exposed_us"] * per,
+        "wait_ms": (sum(waits) * per) if waits else None, "exposed_wait_ms": wait_exposed * per if waits else None,
+        "exposed_transfer_ms": max(comm["exposed_us"] - wait_exposed, 0.0) * per,
+        "collectives_per_step": len(colls) / n_steps,
+        "window_ms": windows.total / 1e3,
+    }
+
+
+def _compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
+    from perflab.analysis.kernels import window_gpu_rows
+
+    rows = window_gpu_rows(trace, windows)
+    types = row_types(trace, rows)
+    comp = rows[~np.isin(types, [TYPES.index(t) for t in ("memcpy", "memset", "communication")])]
+    return trace.ts[comp], trace.end[comp]
+
+
+def multirank_summary(traces: list[Trace], step: int | None = None) -> dict:
+    """Per-rank and across-rank communication evidence for a set of per-rank traces."""
+    matched = match_across_ranks(traces)
+    per_rank = [rank_summary(t, analysis_windows(t, step)) for t in traces]
+    all_colls = [c for t in traces for c in collectives(t)]
+    for t in traces:
+        _bandwidths(collectives(t), "transfer_us", "transfer_")
+    ref = collectives(traces[0])
+    steps = [r["step_ms"] for r in per_rank]
+    spread = (max(steps) - min(steps)) / float(np.median(steps)) * 100.0 if len(steps) > 1 and np.median(steps) else 0.0
+    waits = {r["rank"]: r["wait_ms"] for r in per_rank if r["wait_ms"] is not None}
+    last_counts: dict[int, int] = defaultdict(int)
+    for m in matched:
+        if max(m["wait_us"].values()) > 0:
+            last_counts[m["last_rank"]] += 1
+    straggler = max(last_counts, key=last_counts.get) if last_counts else None
+    return {
+        "ranks": [t.rank for t in traces],
+        "world_size": max(int(t.meta.get("world_size") or 1) for t in traces),
+        "per_rank": per_rank,
+        "collectives": {"count": len(all_colls), "matched_across_ranks": len(matched),
+                        "sized": sum(c["bytes"] is not None for c in all_colls),
+                        "by_kind": _by_kind(ref, "transfer_us" if matched else "dur_us")},
+        "step_ms_spread_pct": spread,
+        "wait_ms_per_step": waits,
+        "straggler": straggler,
+        "last_to_arrive_counts": dict(last_counts),
+    }
+
+
+def top_collectives(trace: Trace, limit: int = 5) -> list[dict]:
+    keep = ("name", "kind", "bytes", "group_size", "dur_us", "transfer_us", "wait_us", "algbw_gbps", "busbw_gbps",
+            "transfer_busbw_gbps", "step")
+    colls = sorted(collectives(trace), key=lambda c: -c["dur_us"])[:limit]
+    return [{k: c.get(k) for k in keep} for c in colls]
+
+
+_HTA_COMM = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_comm_comp_overlap(traces: Trace | list[Trace]) -> list[dict]:
+    """HTA's get_comm_comp_overlap, per rank: % of (merged) communication kernel time during which a
+    (merged) computation kernel runs, over the events HTA keeps after loading (hta_breakdown.hta_view:
+    the last ProfilerStep dropped, times rounded inward) with a stream; comm = ^nccl.*Kernel;
+    computation = neither comm, memory nor *Sync (HTA 0.5.0's definitions)."""
+    from perflab.analysis.hta_breakdown import _hta_merge, hta_view
+
+    traces = [traces] if isinstance(traces, Trace) else traces
+    out = []
+    for view in hta_view(traces):
+        t = view.trace
+        on_stream = t.stream[view.rows] >= 0
+        names = t.name[view.rows]
+        comm_table = np.array([_HTA_COMM.match(n) is not None for n in t.names], dtype=bool)
+        comp_table = np.array([not _HTA_MEMORY.match(n) and not _HTA_NOT_COMPUTE.match(n) for n in t.names],
+                              dtype=bool)
+        comm = on_stream & comm_table[names]
+        comp = on_stream & comp_table[names] & ~comm_table[names]
+        a = _hta_merge(view.ts[comm], view.end[comm])
+        b = _hta_merge(view.ts[comp], view.end[comp])
+        total = float((a[1] - a[0]).sum())
+        out.append({"rank": t.rank, "comm_us": total,
+                    "overlap_pct": 100.0 * overlap_length(a, b) / total if total > 0 else 0.0})
+    return out

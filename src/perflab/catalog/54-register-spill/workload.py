@@ -1,0 +1,60 @@
+"""register-spill: the slow workload.
+
+A polynomial feature expansion: each element x feeds 64 running accumulators over 32 steps
+(acc[j] = acc[j] * x + c[j, it]), then a weighted sum. 64 live floats per thread, plus indices and
+pointers. Someone asked for "full occupancy" with __launch_bounds__(256, 8): 8 blocks of 256 threads
+per SM leaves 65536 / 2048 = 32 registers per thread, so the compiler spills the accumulators to
+local memory and every FMA of the inner loop goes through a load and a store.
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from perflab.puzzles.cuda_kernels import kernel, view
+
+N, THREADS = 1 << 20, 256
+
+KERNEL_BODY = r"""
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float acc[64];
+#pragma unroll
+  for (int j = 0; j < 64; ++j) acc[j] = 0.f;
+  float x = in[i];
+  for (int it = 0; it < 32; ++it) {
+#pragma unroll
+    for (int j = 0; j < 64; ++j) acc[j] = fmaf(acc[j], x, j * 0.001f + it);
+    x = x * 0.999f + 0.001f;
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < 64; ++j) s += acc[j] * (j + 1);
+  out[i] = s;
+}
+"""
+
+KERNEL_SRC = r"""
+extern "C" __global__ void __launch_bounds__(256, 8)      // 8 blocks x 256 threads per SM: <= 32 registers
+poly_features(const float* __restrict__ in, float* __restrict__ out, size_t n) {""" + KERNEL_BODY
+
+
+def make_input(device: str, seed: int):
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
+    return (torch.rand(N, generator=gen, device=device) - 0.5)
+
+
+def setup(device: str, seed: int) -> dict:
+    import torch
+
+    x = make_input(device, seed)
+    out = torch.empty_like(x)
+    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "poly_features")}
+
+
+def step(state: dict):
+    state["kernel"](((N + THREADS - 1) // THREADS,), (THREADS,), (state["x_cu"], state["out_cu"], np.uint64(N)))
+    return state["out"]

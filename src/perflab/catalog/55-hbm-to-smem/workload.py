@@ -1,0 +1,79 @@
+"""memory-bound (the notes' HBM -> shared-memory bandwidth test): the slow workload.
+
+Stream a 512 MB fp32 buffer from HBM into shared memory and consume it there (a sum, so nothing is
+optimized away): the classic "how fast can SMs pull data into SMEM" test. Four blocks of 256
+threads per SM; each iteration every thread loads ONE float into the tile, the block synchronizes,
+reads the tile, synchronizes again. Each SM has 4 KB in flight at a time: far too little to cover
+the DRAM latency, so the test reports a fraction of the HBM bandwidth.
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> total`` ([1] fp64).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from perflab.puzzles.cuda_kernels import kernel, view
+
+N = 128 << 20          # floats: 512 MB, ten times the L2
+THREADS, BLOCKS_PER_SM = 256, 4
+
+BLOCK_TOTAL = r"""
+__device__ __forceinline__ void block_total(float acc, double* total) {
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
+  __shared__ float warp_sums[32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? warp_sums[threadIdx.x] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (threadIdx.x == 0) atomicAdd(total, (double)v);
+  }
+}
+"""
+
+KERNEL_SRC = BLOCK_TOTAL + r"""
+extern "C" __global__ void hbm_to_smem(const float* __restrict__ in, double* __restrict__ total, long long n) {
+  __shared__ float tile[256];                                   // blockDim.x == 256
+  float acc = 0.f;
+  for (long long base = (long long)blockIdx.x * 256; base < n; base += (long long)gridDim.x * 256) {
+    long long i = base + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : 0.f;                    // HBM -> SMEM: 4 bytes per thread
+    __syncthreads();
+    acc += tile[255 - threadIdx.x];                             // consume from SMEM
+    __syncthreads();
+  }
+  block_total(acc, total);
+}
+"""
+
+
+def make_input(device: str, seed: int):
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
+    return torch.rand(N, generator=gen, device=device)
+
+
+def reference(x):
+    return x.double().sum().reshape(1)
+
+
+def sms(device: str) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def setup(device: str, seed: int) -> dict:
+    import torch
+
+    x = make_input(device, seed)
+    total = torch.zeros(1, dtype=torch.float64, device=device)
+    return {"x": x, "total": total, "x_cu": view(x), "total_cu": view(total), "grid": sms(device) * BLOCKS_PER_SM,
+            "kernel": kernel(KERNEL_SRC, "hbm_to_smem")}
+
+
+def step(state: dict):
+    state["total"].zero_()
+    state["kernel"]((state["grid"],), (THREADS,), (state["x_cu"], state["total_cu"], np.int64(N)))
+    return state["total"]

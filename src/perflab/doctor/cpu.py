@@ -1,0 +1,58 @@
+"""Host-side findings for a CPU-only trace (no GPU events): the CPU is the device.
+
+The GPU rules need a device timeline; a CPU-only profile has none, so `diagnose` returns no
+findings for it. These rules read analysis.cpu_host instead and name the same taxonomy ids with the
+same severity scale (share of step time a fix could give back; here the median step's share, so
+one step stretched by a busy machine does not decide):
+
+- input-pipeline: the step thread sits in DataLoader iteration;
+- host-compute: the step thread runs Python that is not tensor ops, in stretches long enough
+  (analysis.cpu_host.LONG_PYTHON_US) not to be the dispatch overhead between small ops.
+
+The fix checker uses them to re-check a CPU-checkable puzzle (requirements.gpu = false) on a machine
+without a GPU.
+"""
+from __future__ import annotations
+
+from perflab.analysis.cpu_host import cpu_time_split
+from perflab.analysis.windows import analysis_windows
+from perflab.doctor.finding import Finding, Report, rank
+from perflab.doctor.registry import significant
+from perflab.trace.model import Trace
+
+
+def cpu_findings(trace: Trace, step: int | None = None) -> list[Finding]:
+    split = cpu_time_split(trace, analysis_windows(trace, step))
+    pct, evidence = split["typical_pct"], _evidence(split)
+    frames = split["top_python_frames"]
+    where = f" (mostly in {frames[0]['name']})" if frames else ""
+    findings = significant(
+        "input-pipeline", pct["dataloader"],
+        f"The step thread waits for the DataLoader {pct['dataloader']:.0f}% of step time.",
+        evidence,
+        "Load data in parallel and ahead of time (DataLoader num_workers>0, prefetch_factor), batch the "
+        "per-sample transform into tensor ops on the whole batch, or preprocess once.")
+    findings += significant(
+        "host-compute", pct["host"],
+        f"The step thread runs Python outside tensor ops {pct['host']:.0f}% of step time{where}.",
+        {**evidence, "top_python_frames": [f["name"] for f in frames]},
+        "Replace the Python loops by tensor ops on the whole batch (vectorize), precompute what does not "
+        "change between steps, or move the work off the step's critical path.")
+    return rank(findings)
+
+
+def _evidence(split: dict) -> dict:
+    return {"cpu_only": True, "steps": split["steps"], "step_time_ms": split["window_us"] / 1e3 / max(split["steps"], 1),
+            "ops_pct": split["pct"]["ops"], "python_pct": split["pct"]["python"],
+            "long_python_pct": split["pct"]["host"], "dispatch_pct": split["pct"]["dispatch"],
+            "dataloader_pct": split["pct"]["dataloader"],
+            "median_step_pct": {k: round(v, 2) for k, v in split["typical_pct"].items()}}
+
+
+def cpu_report(trace: Trace, report: Report) -> Report:
+    """The doctor's (empty) report of a CPU-only trace, with the CPU-side findings and their numbers."""
+    findings = cpu_findings(trace)
+    verdict = findings[0].summary if findings else "CPU-only trace: no host-side bottleneck above low."
+    split = cpu_time_split(trace, analysis_windows(trace))
+    return Report(source=report.source, verdict=verdict, findings=findings,
+                  analyses={**report.analyses, "cpu_time_split": split})

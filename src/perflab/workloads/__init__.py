@@ -1,0 +1,1 @@
+"""Model code shared by catalog puzzles (torch imported lazily inside functions)."""
