@@ -133,6 +133,7 @@ def _collectives(trace: Trace) -> list[dict]:
     by_corr = {r.correlation: r for r in recs if r.source == "kernel" and r.correlation >= 0}
     host = sorted((r for r in recs if r.source != "kernel"), key=lambda r: (r.ts, r.source != "record_param_comms"))
     host_ts = np.array([r.ts for r in host])
+    longest = max((r.end - r.ts for r in host), default=0.0)
     launches = launch_of(trace)
     world = int(trace.meta.get("world_size") or 1)
     steps = profiler_steps(trace)
@@ -140,7 +141,7 @@ def _collectives(trace: Trace) -> list[dict]:
     for row in rows.tolist():
         rec = by_corr.get(int(trace.correlation[row]))
         if rec is None and host:
-            rec = _enclosing(host, host_ts, trace, int(launches[row]))
+            rec = _enclosing(host, host_ts, trace, int(launches[row]), longest)
         name = trace.name_of(row)
         kernel_kind = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
         kind = collective_kind(rec.collective) if rec else None
@@ -162,14 +163,16 @@ def _collectives(trace: Trace) -> list[dict]:
     return out
 
 
-def _enclosing(host: list, host_ts: np.ndarray, trace: Trace, launch: int):
-    """The host-side record (record_param_comms or nccl:* range) around the kernel's launch."""
+def _enclosing(host: list, host_ts: np.ndarray, trace: Trace, launch: int, longest: float):
+    """The host-side record (record_param_comms or nccl:* range) around the kernel's launch.
+
+    Only records that start within `longest` (the longest record) before the launch can enclose it."""
     if launch < 0:
         return None
     t = float(trace.ts[launch])
     i = int(np.searchsorted(host_ts, t, side="right")) - 1
     best = None
-    while i >= 0 and host_ts[i] >= t - 1e7:
+    while i >= 0 and host_ts[i] >= t - longest:
         r = host[i]
         if r.ts <= t <= r.end and (best is None or (best.source != "record_param_comms" and
                                                     r.source == "record_param_comms")):

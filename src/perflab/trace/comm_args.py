@@ -17,6 +17,7 @@ from typing import Any, Union
 
 import msgspec
 
+from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.sniff import open_binary
 
 Num = Union[int, float, str]
@@ -106,8 +107,36 @@ def _record(e: _Event) -> CommRecord | None:
     return None
 
 
+_block_decoder = msgspec.json.Decoder(list[_Event])
+_MARKERS = (b"Collective name", b"nccl:")
+
+
+def _block_records(raw: memoryview) -> list[CommRecord]:
+    data = bytes(raw)
+    if not any(m in data for m in _MARKERS):  # most blocks of a large trace: skip the decode
+        return []
+    try:
+        events = _block_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        events = _loose_events(b'{"traceEvents":' + data + b"}")
+    return [r for r in map(_record, events) if r is not None]
+
+
 def read_comm_records(path: str) -> list[CommRecord]:
-    """All events of the file that describe a collective (empty list when the file cannot be read again)."""
+    """All events of the file that describe a collective (empty list when the file cannot be read again).
+
+    Streams the file in blocks like the main reader, decoding only blocks that mention a collective,
+    so a multi-GB trace costs one pass of reading, not a second full decode."""
+    try:
+        out: list[CommRecord] = []
+        with open_binary(path) as fh:
+            for records in EventStream(fh, 1 << 20).blocks(_block_records):
+                out.extend(records)
+        return out
+    except (LayoutError, NotATrace):
+        pass  # an unusual layout: decode the whole document below
+    except (OSError, EOFError, zlib.error):
+        return []
     try:
         with open_binary(path) as fh:
             data = fh.read()
@@ -117,12 +146,7 @@ def read_comm_records(path: str) -> list[CommRecord]:
         events = msgspec.json.decode(data, type=_Doc).traceEvents
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         events = _loose_events(data)
-    out = []
-    for e in events:
-        r = _record(e)
-        if r is not None:
-            out.append(r)
-    return out
+    return [r for r in map(_record, events) if r is not None]
 
 
 def _loose_events(data: bytes) -> list[_Event]:
