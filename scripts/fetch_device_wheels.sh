@@ -12,12 +12,15 @@ PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platfo
 # Missing on the GPU image (checked against KINDS.md's package list): orjson, msgspec, platformdirs.
 # Extra wheels (torchao, gemlite, ncu-report ...) are appended by the issues that need them.
 # torchao (abi3, pure-Python kernels + torch ops) serves the fp8-weight-only puzzle.
-for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" "torchao==0.18.0" ${PERFLAB_EXTRA_WHEELS:-}; do
+# gemlite (pure Python, published as an sdist only) serves the autotune puzzle's GemLite record.
+for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" "torchao==0.18.0" "gemlite==0.6.0.post2" \
+    ${PERFLAB_EXTRA_WHEELS:-}; do
   name="${spec%%==*}"
   if ! ls .whl/ | grep -qi "^${name//-/_}-"; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       "${PLAT[@]}" -d .whl "$spec" || python3 -m pip download -q --no-deps --only-binary=:all: \
-      --python-version 3.12 -d .whl "$spec"
+      --python-version 3.12 -d .whl "$spec" \
+      || python3 -m pip wheel -q --no-deps -w .whl "$spec"  # sdist only: build the (pure-Python) wheel here
   fi
 done
 ls -la .whl

@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
 """Measure the fp8 weight-only configurations of the fp8-weight-only puzzle on the GPU machine.
 
-    python3 scripts/fp8_configs.py --out DIR [--layers 28] [--no-compile]
+    python3 scripts/fp8_configs.py --out DIR [--layers 28] [--new-tokens 32] [--linear CONFIGS]
+    python3 scripts/fp8_configs.py --worker CONFIG --out DIR      (one configuration, what the parent runs)
 
 A Llama-3.2-3B-shaped decoder (perflab/workloads/llama.py, random weights), batch 1, bf16 activations,
 under each configuration: none (bf16), torchao Float8WeightOnlyConfig, torchao
 Float8DynamicActivationFloat8WeightConfig (when torchao imports), perflab's dequantize-then-matmul fp8
-path (the puzzle's slow workload) and the puzzle's fused Triton solution. Per configuration: decode
-ms and tok/s (one token at a fixed position, eager and torch.compile'd per block), generate tok/s
-(prefill 8 tokens + 32 new tokens, eager, new tokens / total time), weight bytes, achieved weight
-bandwidth (weight bytes x decode tok/s) and peak memory of the inference (allocated, reserved).
-Also a single nn.Linear(8192, 8192) for M in 1, 16, 256, 4096 (the issue's table).
-Writes DIR/configs.json (rewritten after each configuration, so a timeout keeps what was measured).
+path (the puzzle's slow workload) and the puzzle's fused Triton solution.
+
+ONE FRESH PROCESS PER CONFIGURATION: the parent starts `--worker CONFIG` for each, with a time limit,
+so no configuration's peak memory contains what an earlier one left in the caching allocator
+(torch.cuda.reset_peak_memory_stats resets the peaks, not the blocks an earlier model still holds).
+Per configuration: decode ms and tok/s of one token at a fixed position (eager, and replayed as one
+CUDA graph: the compiled-decode analogue), generate tok/s (eager: prefill 8 tokens + --new-tokens new
+tokens, new tokens / total time), weight bytes, achieved weight bandwidth (weight bytes x decode tok/s),
+peak memory while loading + quantizing (from process start) and during inference (peaks reset after
+loading), allocated and reserved. Optionally a single nn.Linear(8192, 8192) for M in 1, 16, 256
+for the configurations named in --linear.
+Writes DIR/configs.json (rewritten after each configuration, so a timeout keeps what was measured)
+and DIR/row-CONFIG.json per worker.
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ import datetime as dt
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -77,33 +86,39 @@ def apply(model, name: str):
     raise ValueError(name)
 
 
-def measure_model(name: str, cfg: dict, compile_: bool) -> dict:
+def measure_model(name: str, cfg: dict, new_tokens: int = 32) -> dict:
     """Decode of one token at a fixed position: eager, and replayed as one CUDA graph (what gpt-fast's
-    compiled decode does with mode="reduce-overhead"); generate = prefill 8 + 16 new tokens, eager."""
-    torch.cuda.empty_cache()
-    model = apply(llama.build(cfg, "cuda", 0, max_seq=64), name)
+    compiled decode does with mode="reduce-overhead"); generate = prefill 8 + `new_tokens` new tokens, eager.
+    Meant to run first thing in a fresh process (the worker): the load peaks count from process start."""
+    pos = 32
+    model = apply(llama.build(cfg, "cuda", 0, max_seq=max(64, 8 + new_tokens)), name)
+    torch.cuda.synchronize()
+    row = {"config": name, "process": "fresh", "load_peak_allocated_mb": round(torch.cuda.max_memory_allocated() / MB, 1),
+           "load_peak_reserved_mb": round(torch.cuda.max_memory_reserved() / MB, 1)}
+    tok = torch.tensor([[7]], device="cuda")
+    with torch.no_grad():  # one call first: a Triton autotuner's benchmark buffers are not the inference's memory
+        model(tok, pos)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    row = {"config": name, "weights_mb": round(torch.cuda.memory_allocated() / MB, 1),
-           "weight_bytes": llama.weight_bytes(model)}
+    row.update({"weights_mb": round(torch.cuda.memory_allocated() / MB, 1), "weight_bytes": llama.weight_bytes(model),
+                "reserved_before_mb": round(torch.cuda.memory_reserved() / MB, 1), "new_tokens": new_tokens})
     torch.cuda.reset_peak_memory_stats()
-    tok = torch.tensor([[7]], device="cuda")
     prompt = torch.arange(8, device="cuda")[None] + 100
     with torch.no_grad():
-        ms = bench_ms(lambda: model(tok, 32), iters=5, repeats=3)
+        ms = bench_ms(lambda: model(tok, pos), iters=5, repeats=3)
         row["eager_decode_ms"] = round(ms, 3)
         row["eager_decode_tok_s"] = round(1e3 / ms, 2)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         model(prompt, 0)
-        for i in range(16):
+        for i in range(new_tokens):
             model(tok, 8 + i)
         torch.cuda.synchronize()
-        row["eager_generate_tok_s"] = round(16 / (time.perf_counter() - t0), 2)
+        row["eager_generate_tok_s"] = round(new_tokens / (time.perf_counter() - t0), 2)
         row["eager_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / MB, 1)
         row["eager_peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / MB, 1)
     try:
-        graph, _ = llama.capture_decode(model, tok, 32)
+        graph, _ = llama.capture_decode(model, tok, pos)
         gms = bench_ms(graph.replay, iters=20, repeats=5)
         row["graph_decode_ms"] = round(gms, 4)
         row["graph_decode_tok_s"] = round(1e3 / gms, 2)
@@ -114,6 +129,7 @@ def measure_model(name: str, cfg: dict, compile_: bool) -> dict:
         del graph
     except Exception as exc:  # record, do not stop the table
         row["graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    row["eager_weight_gbps"] = round(row["weight_bytes"] * row["eager_decode_tok_s"] / 1e9, 1)
     del model
     return row
 
@@ -138,45 +154,76 @@ def measure_linear(name: str, ms_list=(1, 16, 256, 4096), compile_m1: bool = Tru
     return row
 
 
+def worker(name: str, out: Path, cfg: dict, new_tokens: int, linear: bool) -> int:
+    """One configuration in this (fresh) process: the model first (clean load peaks), then the linear."""
+    row = measure_model(name, cfg, new_tokens)
+    (out / f"row-{name}.json").write_text(json.dumps(row, indent=1))
+    print(json.dumps(row), flush=True)
+    if linear:
+        torch.cuda.empty_cache()
+        lin = measure_linear(name, ms_list=(1, 16, 256))  # M=4096 is no GEMV shape (and costs seconds)
+        (out / f"linear-{name}.json").write_text(json.dumps(lin, indent=1))
+        print(json.dumps(lin), flush=True)
+    return 0
+
+
+def run_worker(name: str, args: argparse.Namespace) -> tuple[dict, dict | None]:
+    """Start a fresh Python process for one configuration; its rows, or the error it ended with."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--out", str(args.out),
+           "--layers", str(args.layers), "--new-tokens", str(args.new_tokens)]
+    if name in args.linear.split(","):
+        cmd.append("--with-linear")
+    row_file, lin_file = args.out / f"row-{name}.json", args.out / f"linear-{name}.json"
+    for stale in (row_file, lin_file):  # a worker that dies must not be read as an earlier run's row
+        stale.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.worker_timeout)
+        rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-600:]
+    except subprocess.TimeoutExpired as exc:
+        rc, tail = "timeout", f"no result within {args.worker_timeout} s ({str(exc.stderr or '')[-300:]})"
+    wall = round(time.perf_counter() - t0, 1)
+    row = json.loads(row_file.read_text()) if row_file.is_file() else {"config": name, "error": f"worker {rc}: {tail}"}
+    row["worker_wall_s"] = wall
+    lin = json.loads(lin_file.read_text()) if lin_file.is_file() else None
+    print(f"{name}: rc {rc}, {wall} s", flush=True)
+    return row, lin
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--layers", type=int, default=28)
-    ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--skip-linear", action="store_true", help="only the model table")
+    ap.add_argument("--new-tokens", type=int, default=32, help="new tokens of the eager generate")
     ap.add_argument("--configs", default="bf16,torchao-float8wo,torchao-float8dq,perflab-dequant,perflab-fused")
+    ap.add_argument("--linear", default="", help="configs whose nn.Linear(8192, 8192) row to measure too")
+    ap.add_argument("--worker-timeout", type=float, default=90.0, help="seconds per configuration's process")
+    ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--with-linear", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     cfg = dict(llama.LLAMA_3_2_3B, layers=args.layers)
+    if args.worker:
+        return worker(args.worker, args.out, cfg, args.new_tokens, args.with_linear)
     try:
         import torchao
         tao = torchao.__version__
     except Exception as exc:
         tao = f"not importable: {type(exc).__name__}: {exc}"
-    doc = {"schema": "perflab.fp8-configs/1", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+    doc = {"schema": "perflab.fp8-configs/2", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "torchao": tao, "python": platform.python_version(),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "command": "python3 scripts/fp8_configs.py " + " ".join(sys.argv[1:]),
+           "method": "one fresh process per configuration (model_rows[*].process)",
            "model": {"shape": "Llama-3.2-3B", **cfg, "batch": 1, "dtype": "bfloat16", "weights": "random"},
            "linear_8192": [], "model_rows": []}
     path = args.out / "configs.json"
-    names = args.configs.split(",")
-    for name in ([] if args.skip_linear else names):
-        try:
-            doc["linear_8192"].append(measure_linear(name))
-        except Exception as exc:
-            doc["linear_8192"].append({"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
-        path.write_text(json.dumps(doc, indent=1))
-    for name in names:
-        try:
-            row = measure_model(name, cfg, not args.no_compile)
-        except Exception as exc:
-            traceback.print_exc()
-            row = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    for name in args.configs.split(","):
+        row, lin = run_worker(name, args)
         doc["model_rows"].append(row)
+        if lin is not None:
+            doc["linear_8192"].append(lin)
         path.write_text(json.dumps(doc, indent=1))
-        print(json.dumps(row), flush=True)
-    print(json.dumps(doc["linear_8192"], indent=1))
     return 0
 
 

@@ -299,6 +299,8 @@ def multirank_summary(traces: list[Trace], step: int | None = None) -> dict:
     for t in traces:
         _bandwidths(collectives(t), "transfer_us", "transfer_")
     ref = collectives(traces[0])
+    in_steps = [c for c in ref if c["step"] is not None]
+    ref = in_steps or ref  # a kernel launched before the first profiled step (often a long wait) is no sample
     steps = [r["step_ms"] for r in per_rank]
     spread = (max(steps) - min(steps)) / float(np.median(steps)) * 100.0 if len(steps) > 1 and np.median(steps) else 0.0
     waits = {r["rank"]: r["wait_ms"] for r in per_rank if r["wait_ms"] is not None}

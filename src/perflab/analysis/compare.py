@@ -238,7 +238,12 @@ def _findings(before: Any, after: Any) -> list[FindingChange]:
                 out[f.id] = f
         return out
 
-    b, a = strongest(before), strongest(after)
+    return finding_changes(strongest(before), strongest(after))
+
+
+def finding_changes(b: dict[str, Any], a: dict[str, Any]) -> list[FindingChange]:
+    """Findings by id before and after -> what appeared, disappeared or changed severity (also used by the
+    kernel-level diff of two Nsight Compute reports, analysis/ncu_compare.py)."""
     changes = []
     for fid in list(b) + [i for i in a if i not in b]:
         fb, fa = b.get(fid), a.get(fid)

@@ -6,11 +6,17 @@ from typing import Optional
 
 import typer
 
+from perflab.errors import PerflabError
+
 DIFF_HELP = (
     "Compare two profiles: step time (median and spread), GPU busy, GPU time per step by kernel type and "
     "by kernel, and the doctor's findings that appeared, disappeared or changed severity.\n\n"
     "BEFORE and AFTER are Kineto traces (.json/.json.gz), folders of per-rank traces, or run:N for the "
-    "N-th latest run that `perflab run` recorded (run:1 is the latest)."
+    "N-th latest run that `perflab run` recorded (run:1 is the latest).\n\n"
+    "Or two Nsight Compute reports (.ncu-rep or its raw-page CSV, gzipped or not) of the same kernel(s) "
+    "under two configurations: a kernel-level diff, per matched kernel the key metrics (duration, grid, "
+    "waves per SM, occupancy, DRAM/SM throughput, L2 hit rate, registers, ...) sorted by how far they "
+    "moved, and the doctor's findings that appeared or disappeared (--kernel REGEX picks kernels)."
 )
 
 
@@ -27,10 +33,20 @@ def diff(
     rank: Optional[int] = typer.Option(None, "--rank", help="which rank of multi-rank trace folders"),
     top: int = typer.Option(10, "--top", min=1, help="kernels to list"),
     force: bool = typer.Option(False, "--force", help="overwrite existing --html/--plot files"),
+    kernel: Optional[str] = typer.Option(None, "--kernel", help="Nsight Compute reports: compare only kernels "
+                                         "whose name matches this regular expression"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
     from perflab.analysis.compare import compare, load_run
     from perflab.report.html import check_output
+
+    if _ncu_pair(before, after):
+        if html is not None or plot is not None or rank is not None:
+            raise PerflabError("--html, --plot and --rank apply to trace diffs, not to Nsight Compute reports")
+        _ncu_diff(before, after, kernel or "", json_out)
+        return
+    if kernel is not None:
+        raise PerflabError("--kernel selects kernels of two Nsight Compute reports; BEFORE and AFTER are traces")
 
     for out in (html, plot):
         if out is not None:
@@ -62,3 +78,45 @@ def diff(
         render_diff(result)
     for path in written:
         typer.echo(f"wrote {path}", err=json_out)
+
+
+_KIND_WORDS = {"ncu": "an Nsight Compute report", "ncu-csv": "an Nsight Compute CSV export",
+               "memory": "a memory snapshot", "kineto": "a Kineto trace", "kineto-dir": "a folder of traces"}
+
+
+def _kind(ref: str) -> str:
+    """What a diff argument holds, by content; run:N and missing paths count as traces (resolve explains)."""
+    from perflab.trace import sniff
+
+    path = Path(ref)
+    if not path.exists():
+        return sniff.KINETO
+    return sniff.sniff(path)
+
+
+def _ncu_pair(before: str, after: str) -> bool:
+    """True for two Nsight Compute reports; a one-line error for one report and one other thing."""
+    from perflab.trace import sniff
+
+    ncu = (sniff.NCU, sniff.NCU_CSV)
+    kb, ka = _kind(before), _kind(after)
+    if (kb in ncu) != (ka in ncu):
+        raise PerflabError(f"{before} is {_KIND_WORDS.get(kb, kb)} and {after} is {_KIND_WORDS.get(ka, ka)}: "
+                           "perflab diff compares Kineto traces with traces, or two Nsight Compute reports; not one of each")
+    return kb in ncu
+
+
+def _ncu_diff(before: str, after: str, kernel: str, json_out: bool) -> None:
+    from perflab.analysis.ncu_compare import compare_ncu, load_ncu_side
+
+    pb, rb = load_ncu_side(before)
+    pa, ra = load_ncu_side(after)
+    result = compare_ncu(pb, pa, rb, ra, kernel=kernel, before_label=before, after_label=after)
+    if json_out:
+        from perflab.report.diff import ncu_diff_json
+
+        typer.echo(ncu_diff_json(result))
+    else:
+        from perflab.report.diff import render_ncu_diff
+
+        render_ncu_diff(result)

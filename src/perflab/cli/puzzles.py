@@ -114,6 +114,8 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
         console.print(f"(no live run here: {o.why_replay}; showing the shipped recording)", style="dim")
     console.print(render.render_summary(summary, title=f"{p.title} — {variant}", label=o.label,
                                         measurements=o.measurements))
+    if p.requirements.gpus > 1:  # one trace per rank: the summary above is rank 0's
+        _print_ranks(console, o.evidence, variant)
     if "ncu" in p.tools:  # kernel puzzles: the recording also holds Nsight Compute reports
         from perflab.puzzles import ncu_evidence
 
@@ -123,6 +125,17 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     if o.folder:
         trace = display_path(o.evidence.trace_path(variant))
         console.print(f"artifacts: {display_path(o.folder)}  (perflab doctor {trace})")
+
+
+def _print_ranks(console: Console, ev: Any, variant: str) -> None:
+    from perflab.puzzles.questions_multigpu import multirank
+
+    s = multirank(ev, variant)
+    for r in s["per_rank"]:
+        wait = "-" if r["wait_ms"] is None else f"{r['wait_ms']:.3f}"
+        console.print(f"rank {r['rank']}: step {r['step_ms']:.3f} ms, compute {r['compute_ms']:.3f}, "
+                      f"comm {r['comm_ms']:.3f} (exposed {r['exposed_comm_ms']:.3f}, waiting {wait}) ms per step")
+    console.print(f"per-rank traces: {display_path(ev.trace_path(variant))}  (perflab doctor FOLDER --rank R)")
 
 
 def _with_progress(console: Console, description: str, work: Any) -> Any:

@@ -16,6 +16,7 @@ TAXONOMY_IDS = {
     "healthy": "any", "gpu-idle": "system", "host-sync": "system", "launch-overhead": "system",
     "host-compute": "system", "input-pipeline": "system", "memcpy": "system",
     "pageable-memcpy": "system", "h2d-copy": "system", "d2h-copy": "system", "no-overlap": "system",
+    "serialized-kernels": "system",
     "comm-not-overlapped": "multi-GPU", "load-imbalance": "multi-GPU", "memory-capacity": "memory",
     "compute-bound": "kernel", "memory-bound": "kernel", "no-tensor-cores": "kernel",
     "unfused-elementwise": "kernel", "dequant-overhead": "kernel", "uncoalesced-access": "kernel",

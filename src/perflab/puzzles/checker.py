@@ -174,6 +174,10 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
             on_phase(name)
 
     seed = secrets.randbelow(2**31 - 1) if seed is None else seed
+    if puzzle.requirements.gpus > 1:  # the same stages on N ranks under torchrun (puzzles/distributed.py)
+        from perflab.puzzles import distributed
+
+        return distributed.check(puzzle, fix_path, out_dir, device=device, seed=seed, reps=reps, on_phase=on_phase)
     ref = runner.load_module(puzzle.file("slow"))
     fix = runner.load_module(fix_path)
     phase("correctness")
@@ -187,6 +191,12 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
                          check_correctness(ref, ref_state, fix, fix_state, device, seed, puzzle))
     if not result.correctness.ok:
         return result
+    if puzzle.check.metric == "overhead":  # a profiler's cost over bare_step (puzzles/overhead.py)
+        from perflab.puzzles.overhead import check_overhead
+
+        phase("overhead")
+        return check_overhead(puzzle, ref, ref_state, fix, fix_state, result, device=device,
+                              reps=reps or puzzle.check.reps)
     if puzzle.check.metric != "time":  # a memory puzzle: memory, not time (puzzles/memory_evidence.py)
         from perflab.puzzles.memory_evidence import check_memory
 

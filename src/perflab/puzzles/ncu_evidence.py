@@ -71,7 +71,7 @@ def ncu_command(puzzle: Puzzle, ncu: Path, out_base: Path, program: list[str], m
     from perflab.toolkit.ncu_runner import build_command
 
     opts = build_command(ncu, out_base, [], kernel=puzzle.ncu.kernel or None, section_set=puzzle.ncu.set,
-                         launch_count=puzzle.ncu.launches, metrics=metrics, nvtx=False)
+                         launch_count=puzzle.ncu.launches, metrics=metrics, nvtx=puzzle.ncu.nvtx)
     return opts + ["--profile-from-start", "off"] + program
 
 

@@ -232,3 +232,19 @@ from perflab.puzzles import questions_memory as _questions_memory  # noqa: E402,
 from perflab.puzzles import questions_host as _questions_host  # noqa: E402,F401
 # Batch-size sweep analyses (sweep_knee, sweep_point) likewise.
 from perflab.puzzles import questions_sweep as _questions_sweep  # noqa: E402,F401
+# Multi-GPU analyses (straggler_rank, collective_metric, rank_sweep_knee, ...) likewise.
+from perflab.puzzles import questions_multigpu as _questions_multigpu  # noqa: E402,F401
+# Sampled-profile and profiler-overhead analyses (pyspy_hot_function, profiler_extreme, ...) likewise.
+from perflab.puzzles import questions_sampling as _questions_sampling  # noqa: E402,F401
+# Before/after analyses (diff_metric, diff_finding) likewise.
+from perflab.puzzles import questions_diff as _questions_diff  # noqa: E402,F401
+# What is alive at the memory peak (memory_peak_owner) likewise.
+from perflab.puzzles import questions_memtimeline as _questions_memtimeline  # noqa: E402,F401
+# The seed puzzles' extra records (gemlite_switch_m, gemlite_holes, ..., artifact_pair) likewise.
+from perflab.puzzles import questions_seeds as _questions_seeds  # noqa: E402,F401
+# Roofline analyses against the recording's measured ceilings (roofline_point, roofline_furthest) likewise.
+from perflab.puzzles import questions_roofline as _questions_roofline  # noqa: E402,F401
+# Kernel concurrency and annotated-range analyses (concurrency_value, stage_time, stage_top) likewise.
+from perflab.puzzles import questions_streams as _questions_streams  # noqa: E402,F401
+# Part timers and NVML energy analyses (timer_value, timer_top_part, energy_value, energy_ratio) likewise.
+from perflab.puzzles import questions_measured as _questions_measured  # noqa: E402,F401

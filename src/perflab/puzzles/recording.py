@@ -80,26 +80,34 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
 
     Writes only when the solution passes and the starter fails, unless force. Returns (verification, written).
     """
-    profiled = {}
-    for variant in replay.RECORDED_VARIANTS:
-        res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant), device=device,
-                                 command=command)
-        profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
+    profiled: dict[str, Any] = {}
     snapshots = {}
-    if "memory" in puzzle.tools:  # a memory snapshot per variant (puzzles/memory_evidence.py)
-        from perflab.puzzles.memory_evidence import record_snapshots
+    if puzzle.requirements.gpus > 1:  # N ranks: profiles and both checks in one torchrun launch
+        from perflab.puzzles import distributed
 
-        snapshots = record_snapshots(puzzle, _mkdir(workdir / "memory"), device)
-        for variant, numbers in snapshots.items():
-            profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
-    v = verify(puzzle, device, workdir, seed)
+        profiled, v = distributed.record_all(puzzle, workdir, device, seed)
+    else:
+        for variant in replay.RECORDED_VARIANTS:
+            res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant),
+                                     device=device, command=command)
+            profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
+        if "memory" in puzzle.tools:  # a memory snapshot per variant (puzzles/memory_evidence.py)
+            from perflab.puzzles.memory_evidence import record_snapshots
+
+            snapshots = record_snapshots(puzzle, _mkdir(workdir / "memory"), device)
+            for variant, numbers in snapshots.items():
+                profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
+        v = verify(puzzle, device, workdir, seed)
     if not (v.ok or force):
         return v, False
     ncu = _record_ncu(puzzle, workdir, device)
     tuned = _record_autotune(puzzle, workdir, device)
+    sweep = _record_rank_sweep(puzzle, workdir, device, command)
+    sweep += _record_extras(puzzle, workdir, device)
+    sweep += _record_measured(puzzle, workdir, device)
     dest.mkdir(parents=True, exist_ok=True)
     for variant in replay.RECORDED_VARIANTS:
-        shutil.copyfile(replay.trace_file(workdir / variant, variant), replay.trace_file(dest, variant))
+        _copy_trace(workdir / variant, dest, variant)
         if ncu:
             from perflab.puzzles import ncu_evidence
 
@@ -110,9 +118,65 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
             shutil.copyfile(log_file(workdir / variant, variant), log_file(dest, variant))
     for numbers in snapshots.values():
         shutil.copyfile(numbers["path"], dest / Path(numbers["path"]).name)
+    for path in sweep:
+        shutil.copyfile(path, dest / path.name)
     runner.write_json(dest / "measurements.json", measurements(v, profiled))
-    runner.write_json(dest / "manifest.json", runner.environment(command, device))
+    runner.write_json(dest / "manifest.json", _manifest(puzzle, command, device))
     return v, True
+
+
+def _manifest(puzzle: Puzzle, command: str, device: str) -> dict[str, Any]:
+    if puzzle.requirements.gpus > 1:  # also the ranks, GPUs per node, NCCL version and settings
+        from perflab.puzzles import distributed
+
+        return distributed.environment(command, device, puzzle.requirements.gpus)
+    return runner.environment(command, device)
+
+
+def _copy_trace(src: Path, dest: Path, variant: str) -> None:
+    """The variant's trace, or (multi-GPU puzzles) its folder of per-rank traces."""
+    ranks = replay.ranks_dir(src, variant)
+    if ranks.is_dir():
+        target = replay.ranks_dir(dest, variant)
+        if target.is_dir():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for f in sorted(ranks.glob("rank*.trace.json.gz")):
+            shutil.copyfile(f, target / f.name)
+        return
+    shutil.copyfile(replay.trace_file(src, variant), replay.trace_file(dest, variant))
+
+
+def _record_rank_sweep(puzzle: Puzzle, workdir: Path, device: str, command: str) -> list[Path]:
+    """Multi-GPU puzzles whose workload defines a batch sweep: sweep.json (+ sweep.png) at 1 and N ranks."""
+    if puzzle.requirements.gpus <= 1:
+        return []
+    from perflab.puzzles import distributed
+
+    path = distributed.record_sweep(puzzle, workdir, device, command)
+    return [p for p in (path, path.with_suffix(".png")) if p.is_file()] if path else []
+
+
+def _record_extras(puzzle: Puzzle, workdir: Path, device: str) -> list[Path]:
+    """tools py-spy / profilers / diff: sampled profiles, the profiler-overhead table, the before trace."""
+    from perflab.puzzles import extra_evidence
+
+    return extra_evidence.record(puzzle, _mkdir(workdir / "extras"), device)
+
+
+def _record_measured(puzzle: Puzzle, workdir: Path, device: str) -> list[Path]:
+    """[timers]: <variant>.timers.json (parts timed three ways); tools nvml: <variant>.energy.json (NVML)."""
+    from perflab.puzzles import energy_evidence, timers_evidence
+
+    out = []
+    for variant in replay.RECORDED_VARIANTS:
+        if timers_evidence.uses_timers(puzzle):
+            out.append(timers_evidence.record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / "timers"),
+                                                      variant, device=device))
+        if energy_evidence.uses_energy(puzzle) and device.startswith("cuda"):
+            out.append(energy_evidence.record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / "energy"),
+                                                      variant, device=device))
+    return out
 
 
 def _record_ncu(puzzle: Puzzle, workdir: Path, device: str) -> bool:

@@ -20,6 +20,11 @@ def trace_file(folder: Path, variant: str) -> Path:
     return folder / f"{variant}.trace.json.gz"
 
 
+def ranks_dir(folder: Path, variant: str) -> Path:
+    """A multi-GPU recording's folder of per-rank traces (perflab.puzzles.distributed)."""
+    return Path(folder) / f"{variant}.ranks"
+
+
 def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -69,7 +74,7 @@ class Evidence:
     def __init__(self, folder: Path, puzzle_id: str = ""):
         self.folder = Path(folder)
         self.puzzle_id = puzzle_id
-        self._traces: dict[str, Any] = {}
+        self._traces: dict[str, list[Any]] = {}
         self._summaries: dict[str, dict[str, Any]] = {}
         self._reports: dict[str, Any] = {}
 
@@ -83,17 +88,31 @@ class Evidence:
         return data
 
     def has(self, variant: str) -> bool:
-        return trace_file(self.folder, variant).is_file()
+        return trace_file(self.folder, variant).is_file() or ranks_dir(self.folder, variant).is_dir()
 
     def trace_path(self, variant: str) -> Path:
+        """The variant's trace file, or its folder of per-rank traces (a multi-GPU puzzle)."""
         path = trace_file(self.folder, variant)
+        if not path.is_file() and ranks_dir(self.folder, variant).is_dir():
+            return ranks_dir(self.folder, variant)
         if not path.is_file():
             raise PerflabError(f"no recorded {variant} trace at {display_path(path)}: {self._record_hint()}")
         return path
 
     def trace(self, variant: str) -> Any:
+        """The variant's trace; of a multi-GPU recording, rank 0's (all ranks: `ranks`)."""
+        return self.ranks(variant)[0]
+
+    def ranks(self, variant: str) -> list[Any]:
+        """Every rank's trace, sorted by rank (one for a single-GPU recording)."""
         if variant not in self._traces:
-            self._traces[variant] = load_trace(self.trace_path(variant))
+            path = self.trace_path(variant)
+            if path.is_dir():
+                from perflab.trace.kineto import load_ranks
+
+                self._traces[variant] = load_ranks(path)
+            else:
+                self._traces[variant] = [load_trace(path)]
         return self._traces[variant]
 
     def summary(self, variant: str) -> dict[str, Any]:
@@ -101,10 +120,18 @@ class Evidence:
             self._summaries[variant] = summarize(self.trace(variant))
         return self._summaries[variant]
 
-    def report(self, variant: str) -> Any:
-        if variant not in self._reports:
-            self._reports[variant] = diagnose(self.trace(variant))
-        return self._reports[variant]
+    def report(self, variant: str, rank: int | None = None) -> Any:
+        """The doctor's report (of a multi-GPU recording: rank 0's, or `rank`'s, with every rank loaded)."""
+        key = variant if rank is None else f"{variant}@{rank}"
+        if key not in self._reports:
+            traces = self.ranks(variant)
+            if len(traces) > 1 or rank is not None:
+                from perflab.doctor import diagnose_trace
+
+                self._reports[key] = diagnose_trace(traces, rank=rank)
+            else:
+                self._reports[key] = diagnose(traces[0])
+        return self._reports[key]
 
     def _record_hint(self) -> str:
         who = f" {self.puzzle_id}" if self.puzzle_id else ""

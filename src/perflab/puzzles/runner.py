@@ -96,8 +96,14 @@ def check_requirements(puzzle: Puzzle, device: str) -> None:
         need = tuple(int(x) for x in req.min_cc.split("."))
         if have < need:
             raise NeedsGPU(f"{puzzle.id} needs compute capability >= {req.min_cc}; this GPU has {have[0]}.{have[1]}")
-    if torch.cuda.device_count() < req.gpus:
+    if torch.cuda.device_count() < req.gpus and not _multi_node():
         raise NeedsGPU(f"{puzzle.id} needs {req.gpus} GPUs; this machine has {torch.cuda.device_count()}")
+
+
+def _multi_node() -> bool:
+    from perflab.puzzles.distributed import multi_node
+
+    return multi_node()
 
 
 def load_module(path: Path) -> ModuleType:
@@ -155,7 +161,7 @@ def sampler(step: Callable[[Any], Any], state: Any, device: str, inner: int = 1)
 
 
 def profile_steps(module: ModuleType, state: Any, device: str, trace_path: Path, *, warmup: int, steps: int,
-                  with_stack: bool = False, on_step: OnStep | None = None) -> None:
+                  with_stack: bool = False, on_step: OnStep | None = None, profile_memory: bool = False) -> None:
     """Warm up unprofiled, then one profiler warm-up step and `steps` recorded ProfilerStep#N steps."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -177,7 +183,7 @@ def profile_steps(module: ModuleType, state: Any, device: str, trace_path: Path,
         activities.append(ProfilerActivity.CUDA)
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-                 record_shapes=True, with_stack=with_stack,
+                 record_shapes=True, with_stack=with_stack, profile_memory=profile_memory,
                  on_trace_ready=lambda p: p.export_chrome_trace(str(trace_path))) as prof:
         for _ in range(1 + steps):
             module.step(state)
@@ -231,13 +237,19 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def run_variant(puzzle: Puzzle, source: Path, variant: str, out_dir: Path, *, device: str, command: str,
                 steps: int | None = None, seed: int = 0, on_step: OnStep | None = None) -> RunResult:
     """Profile one variant and write manifest.json, <variant>.trace.json.gz, measurements.json into out_dir."""
+    if puzzle.requirements.gpus > 1:  # N ranks under torchrun, one trace per rank (puzzles/distributed.py)
+        from perflab.puzzles import distributed
+
+        return distributed.run_variant(puzzle, source, variant, out_dir, device=device, command=command,
+                                       steps=steps, seed=seed)
     module = load_module(source)
     n = steps or puzzle.profile.steps
     trace = replay.trace_file(out_dir, variant)
     try:
         state = module.setup(device, seed)
         profile_steps(module, state, device, trace, warmup=puzzle.profile.warmup, steps=n,
-                      with_stack=puzzle.profile.with_stack, on_step=on_step)
+                      with_stack=puzzle.profile.with_stack, on_step=on_step,
+                      profile_memory=puzzle.profile.profile_memory)
         sample = sampler(module.step, state, device)
         measurements = {variant: stats.summary([sample() for _ in range(n)])}
     except PerflabError:

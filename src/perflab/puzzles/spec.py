@@ -17,12 +17,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune")
+TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune", "py-spy", "profilers", "diff")
 QUESTION_TYPES = ("taxonomy", "number", "text", "choice")
 VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "starter.py"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DEFAULT_NUMBER_TOLERANCE = 0.1
-CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb")
+CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead")
 
 
 class SpecError(PerflabError):
@@ -53,6 +53,7 @@ class ProfileConfig:
     warmup: int = 5
     steps: int = 10
     with_stack: bool = False
+    profile_memory: bool = False     # torch.profiler(profile_memory=True): allocator events in the trace
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class CheckConfig:
     reps: int = 30
     metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory puzzles: memory_evidence.py)
     reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
+    max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/overhead.py)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,23 @@ class NcuConfig:
     launches: int = 1         # kernel launches profiled, after `warmup` unprofiled steps
     set: str = "full"         # ncu section set
     warmup: int = 2
+    nvtx: bool = False        # capture NVTX ranges (--nvtx): GEMM shapes the doctor reads (tile-quantization)
+
+
+@dataclass(frozen=True)
+class TimersConfig:
+    """[timers]: the step's parts (functions of the state, in order) timed three ways (puzzles/timers_evidence.py)."""
+    parts: tuple[str, ...] = ()
+    steps: int = 20
+    warmup: int = 3
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    """[energy]: how tools = ["nvml"] puzzles measure joules per call (puzzles/energy_evidence.py)."""
+    items_per_call: int = 1       # inferences per step(), for joules per inference
+    min_time_s: float = 2.0       # each variant runs at least this long between the energy counter's reads
+    interval_s: float = 0.02      # GPUMonitor sampling interval
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,8 @@ class Puzzle:
     check: CheckConfig = CheckConfig()
     questions: tuple[Question, ...] = ()
     ncu: NcuConfig = NcuConfig()
+    timers: TimersConfig = TimersConfig()
+    energy: EnergyConfig = EnergyConfig()
 
     @property
     def artifacts(self) -> Path:
@@ -207,7 +228,8 @@ def load(path: Path) -> Puzzle:
 def parse(data: dict[str, Any], source: Path) -> Puzzle:
     f = _Fields(data, source)
     f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
-                      "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu"})
+                      "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu",
+                      "timers", "energy"})
     pid = f.text("id")
     if not ID_RE.match(pid):
         raise f.fail("id", "must be lowercase letters, digits and dashes ([a-z0-9-]+)")
@@ -223,6 +245,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
         tools=f.strings("tools", TOOLS), hints=f.strings("hints"),
         requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
         check=check, questions=_questions(f), ncu=_ncu(f.table("ncu")),
+        timers=_timers(f.table("timers")), energy=_energy(f.table("energy")),
     )
     for variant in ("slow", "solution", "starter"):
         if not puzzle.file(variant).is_file():
@@ -240,13 +263,29 @@ def _requirements(t: _Fields) -> Requirements:
 
 
 def _profile(t: _Fields) -> ProfileConfig:
-    t.reject_unknown({"warmup", "steps", "with_stack"})
+    t.reject_unknown({"warmup", "steps", "with_stack", "profile_memory"})
     return ProfileConfig(warmup=t.int_in("warmup", 0, 1000, 5), steps=t.int_in("steps", 1, 1000, 10),
-                         with_stack=t.get("with_stack", bool, False))
+                         with_stack=t.get("with_stack", bool, False),
+                         profile_memory=t.get("profile_memory", bool, False))
+
+
+def _timers(t: _Fields) -> TimersConfig:
+    t.reject_unknown({"parts", "steps", "warmup"})
+    parts = t.strings("parts")
+    for i, name in enumerate(parts):
+        if not name.isidentifier():
+            raise t.fail(f"parts[{i}]", "must name a function of the workload (a Python identifier)")
+    return TimersConfig(parts=parts, steps=t.int_in("steps", 1, 1000, 20), warmup=t.int_in("warmup", 0, 100, 3))
+
+
+def _energy(t: _Fields) -> EnergyConfig:
+    t.reject_unknown({"items_per_call", "min_time_s", "interval_s"})
+    return EnergyConfig(items_per_call=t.int_in("items_per_call", 1, 10**9, 1),
+                        min_time_s=t.number("min_time_s", 2.0), interval_s=t.number("interval_s", 0.02))
 
 
 def _ncu(t: _Fields) -> NcuConfig:
-    t.reject_unknown({"kernel", "launches", "set", "warmup"})
+    t.reject_unknown({"kernel", "launches", "set", "warmup", "nvtx"})
     kernel = t.get("kernel", str, "", "a string (a regex on kernel names)")
     try:
         re.compile(kernel)
@@ -256,11 +295,11 @@ def _ncu(t: _Fields) -> NcuConfig:
     if not re.match(r"^[a-z_]+$", section_set):
         raise t.fail("set", "must be an ncu section set name such as full, detailed or basic")
     return NcuConfig(kernel=kernel, launches=t.int_in("launches", 1, 16, 1), set=section_set,
-                     warmup=t.int_in("warmup", 0, 100, 2))
+                     warmup=t.int_in("warmup", 0, 100, 2), nvtx=t.get("nvtx", bool, False))
 
 
 def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
-    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction"})
+    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction", "max_overhead_pct"})
     planted = t.get("planted", str, taxonomy[0])
     if planted not in TAXONOMY_IDS:
         raise t.fail("planted", f"{planted!r} is not a taxonomy id")
@@ -274,7 +313,8 @@ def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
     if reduction < 1.0:
         raise t.fail("reduction", "must be >= 1.0 (the slow/fixed memory ratio the fix must reach)")
     return CheckConfig(speedup=speedup, planted=planted, rtol=t.number("rtol", None), atol=t.number("atol", None),
-                       reps=t.int_in("reps", 5, 10_000, 30), metric=metric, reduction=reduction)
+                       reps=t.int_in("reps", 5, 10_000, 30), metric=metric, reduction=reduction,
+                       max_overhead_pct=t.number("max_overhead_pct", 10.0))
 
 
 def _questions(f: _Fields) -> tuple[Question, ...]:

@@ -181,3 +181,60 @@ def save_diff_plot(diff: Diff, out: str | Path) -> Path:
     finally:
         plt.close(fig)
     return out
+
+
+# ---- kernel-level diff of two Nsight Compute reports (perflab.analysis.ncu_compare) -----------------
+
+def ncu_diff_json(diff, *, indent: bool = True) -> str:
+    """One JSON object, schema perflab.ncu-diff/1; NaN/inf become null."""
+    return orjson.dumps(clean_json(diff.to_dict()), option=orjson.OPT_INDENT_2 if indent else 0).decode()
+
+
+def ncu_pair_table(pair, limit: int = 16) -> Table:
+    from perflab.analysis.ncu_compare import LABELS, rel_change
+
+    paired = "" if pair.paired_by == "name" else "  (paired by position)"
+    t = Table(title=f"{pair.name}{paired}: metrics by how far they moved", title_justify="left", show_edge=False)
+    for col, just in (("metric", "left"), ("before", "right"), ("after", "right"), ("change", "right")):
+        t.add_column(col, justify=just, no_wrap=True)
+    for m in pair.metrics[:limit]:
+        change = change_text(m) if rel_change(m) > 0 else Text("=", style="dim")
+        t.add_row(LABELS.get(m.name, m.name), _unit(m.before, m.unit), _unit(m.after, m.unit), change)
+    return t
+
+
+def ncu_findings_table(pair) -> Table | None:
+    if not pair.findings:
+        return None
+    t = Table(title=f"{pair.name}: the doctor's findings", title_justify="left", show_edge=False)
+    for col in ("finding", "status", "before", "after"):
+        t.add_column(col)
+
+    def cell(sev, gain) -> str:
+        return "-" if sev is None else f"{sev} ({gain:.0f} %)" if gain else sev
+
+    for f in pair.findings:
+        t.add_row(f.id, Text(f.status, style=STATUS_STYLE.get(f.status, "")),
+                  cell(f.before_severity, f.before_gain_pct), cell(f.after_severity, f.after_gain_pct))
+    return t
+
+
+def render_ncu_diff(diff, console: Console | None = None) -> None:
+    console = console or Console()
+    parts: list[RenderableType] = [
+        Text(f"before: {diff.before_label}  [{diff.before_device}]", style="dim"),
+        Text(f"after:  {diff.after_label}  [{diff.after_device}]", style="dim"),
+        Text(diff.verdict, style="bold"),
+    ]
+    for pair in diff.pairs:
+        parts.append(ncu_pair_table(pair))
+        ft = ncu_findings_table(pair)
+        if ft is not None:
+            parts.append(ft)
+        parts += [Text(f"  - {r}") for r in pair.readings]
+    if diff.only_before:
+        parts.append(Text(f"only in before: {', '.join(diff.only_before)}", style="yellow"))
+    if diff.only_after:
+        parts.append(Text(f"only in after: {', '.join(diff.only_after)}", style="yellow"))
+    parts += [Text(f"note: {n}", style="yellow") for n in diff.notes]
+    console.print(Group(*parts))

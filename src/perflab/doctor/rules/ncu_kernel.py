@@ -252,6 +252,10 @@ def tail_effect(ctx: KernelContext) -> Finding | None:
     sms = ctx.m("device__attribute_multiprocessor_count")
     if waves is None or waves <= 0:
         return None
+    limits = [v for v in (ctx.m(f"launch__occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks"))
+              if v]
+    if grid and sms and limits and abs(grid / (sms * min(limits)) - waves) < 0.01:
+        waves = grid / (sms * min(limits))  # ncu rounds waves to two decimals: 133 blocks on 132 SMs reads 1.01
     if waves > 1:
         full = math.ceil(waves - 1e-9)
         idle = 1 - waves / full
@@ -292,6 +296,12 @@ def low_occupancy(ctx: KernelContext) -> Finding | None:
                 f"{achieved:.1f} % of warp slots occupied (limited by {limiter}), every unit under {busiest:.0f} %")
 
 
+def is_matmul(ctx: KernelContext) -> bool:
+    """Tensor-core work, or a kernel named like a GEMM."""
+    tensor = sum(v for p, v in kernel_work_flops(ctx).items() if p.startswith("tensor_"))
+    return tensor > 0 or bool(GEMM_NAME.search(ctx.k.name))
+
+
 @kernel_rule
 def l2_miss(ctx: KernelContext) -> Finding | None:
     """Partial L2 read hit rate (lts__t_sector_op_read_hit_rate) on a DRAM-heavy, coalesced kernel.
@@ -301,6 +311,12 @@ def l2_miss(ctx: KernelContext) -> Finding | None:
     hit = ctx.l2_read_hit_pct
     excess, _ = global_excess(ctx)
     if hit is None or not 10 <= hit < 60 or ctx.dram_pct < 30 or (excess or 0) >= 0.25:
+        return None
+    if is_matmul(ctx):
+        # A hit rate is hits over all reads: it cannot tell re-reads that miss from a stream read once next
+        # to a small operand re-read from L2. A tiled matmul re-reads every operand panel once per tile of
+        # the other dimension by design (a GEMV: the activations, once per column block), so its partial
+        # hit rate measures the tiling, not evicted data; its DRAM reads can be compulsory bytes only.
         return None
     dram_read = ctx.m("dram__bytes_read.sum")
     l2 = ctx.m("device__attribute_l2_cache_size")
@@ -348,10 +364,14 @@ def no_tensor_cores(ctx: KernelContext) -> Finding | None:
                 f"matrix work on FP32 FFMA at {achieved / 1e12:.1f} TFLOP/s with the tensor pipe idle")
 
 
-def _simt(ctx: KernelContext) -> dict[str, float]:
+def kernel_work_flops(ctx: KernelContext) -> dict[str, float]:
     from perflab.analysis.roofline import kernel_work
 
-    return {p: v for p, v in kernel_work(ctx.k).flops.items() if not p.startswith("tensor_")}
+    return kernel_work(ctx.k).flops
+
+
+def _simt(ctx: KernelContext) -> dict[str, float]:
+    return {p: v for p, v in kernel_work_flops(ctx).items() if not p.startswith("tensor_")}
 
 
 TILE_IN_NAME = (re.compile(r"tile(?:size)?_?(\d+)x(\d+)", re.I), re.compile(r"(?:^|_)(\d{2,3})x(\d{2,3})(?:x\d+)?(?:_|$)"))
@@ -369,12 +389,29 @@ def gemm_tile(name: str) -> tuple[int, int] | None:
 
 def gemm_shape(nvtx: list[str]) -> tuple[int, int] | None:
     """(M, N) from NVTX ranges: 'M=.. N=..' or torch emit_nvtx(record_shapes=True) 'sizes = [[..]]'."""
+    dims = gemm_dims(nvtx)
+    return (dims["M"], dims["N"]) if dims else None
+
+
+SHAPE_K = re.compile(r"\bK\s*=\s*(\d+)")
+SHAPE_BATCH = re.compile(r"\bbatch\s*=\s*(\d+)", re.I)
+
+
+def gemm_dims(nvtx: list[str]) -> dict[str, int] | None:
+    """{M, N} and, where the range says so, K and batch, from the innermost NVTX range naming a GEMM shape:
+    'M=.. N=.. K=.. batch=..' or torch emit_nvtx(record_shapes=True) 'aten::mm ... sizes = [[..]]'."""
     import ast
+    from math import prod
 
     for text in reversed(nvtx):  # innermost last
         m = SHAPE_MNK.search(text)
         if m:
-            return int(m.group(1)), int(m.group(2))
+            dims = {"M": int(m.group(1)), "N": int(m.group(2))}
+            for key, pat in (("K", SHAPE_K), ("batch", SHAPE_BATCH)):
+                found = pat.search(text)
+                if found:
+                    dims[key] = int(found.group(1))
+            return dims
         t = TORCH_SIZES.search(text)
         if t:
             try:
@@ -383,32 +420,53 @@ def gemm_shape(nvtx: list[str]) -> tuple[int, int] | None:
                 continue
             op = t.group(1)
             if op == "linear" and len(sizes) >= 2:
-                return sizes[0][-2] if len(sizes[0]) > 1 else 1, sizes[1][0]
+                x, w = sizes[0], sizes[1]
+                return {"M": prod(x[:-1]) if len(x) > 1 else 1, "N": w[0], "K": x[-1]}
             mats = [s for s in sizes if len(s) >= 2][-2:]
             if len(mats) == 2:
-                return mats[0][-2], mats[1][-1]
+                a, b = mats
+                dims = {"M": a[-2], "N": b[-1], "K": a[-1]}
+                if len(a) > 2:
+                    dims["batch"] = prod(a[:-2])
+                return dims
     return None
 
 
 @kernel_rule
 def tile_quantization(ctx: KernelContext) -> Finding | None:
     """The GEMM's M x N rounded up to the kernel's tile (tile from the kernel name, shape from NVTX):
-    the padding is computed and thrown away."""
+    the padding is computed and thrown away. Where NVTX also gives K (and the batch), the tensor-core
+    work the kernel executed (sm__ops_path_tensor_*) is held against the useful 2*M*N*K*batch: the
+    measured waste, which needs no tile in the name."""
+    dims = gemm_dims(ctx.k.nvtx)
+    if not dims:
+        return None
+    m, n = dims["M"], dims["N"]
     tile = gemm_tile(ctx.k.full_name or ctx.k.name)
-    shape = gemm_shape(ctx.k.nvtx)
-    if not tile or not shape:
+    ev: dict = {"gemm_m": m, "gemm_n": n, "gemm_k": dims.get("K"), "batch": dims.get("batch")}
+    waste = measured = None
+    if tile:
+        tm, tn = tile
+        padded = math.ceil(m / tm) * tm * math.ceil(n / tn) * tn
+        waste = 1 - (m * n) / padded
+        ev.update({"tile_m": tm, "tile_n": tn, "padded_area": padded, "wasted_work_pct": 100 * waste})
+    executed = sum(v for p, v in kernel_work_flops(ctx).items() if p.startswith("tensor_"))
+    if "K" in dims and executed > 0:
+        useful = 2.0 * m * n * dims["K"] * dims.get("batch", 1)
+        if useful <= 1.05 * executed:  # more useful work than executed: the range does not describe this kernel
+            measured = max(0.0, 1 - useful / executed)
+            ev.update({"executed_tensor_flops": executed, "useful_flops": useful,
+                       "measured_wasted_work_pct": 100 * measured})
+    # the counters decide, unless they disagree with the tile in the name (a range naming another GEMM)
+    best = measured if measured is not None and (waste is None or abs(measured - waste) < 0.1) else waste
+    if best is None or best < 0.1:
         return None
-    (tm, tn), (m, n) = tile, shape
-    padded = math.ceil(m / tm) * tm * math.ceil(n / tn) * tn
-    waste = 1 - (m * n) / padded
-    if waste < 0.1:
-        return None
-    return make(ctx, "tile-quantization", 100 * waste,
-                {"gemm_m": m, "gemm_n": n, "tile_m": tm, "tile_n": tn, "padded_area": padded,
-                 "wasted_work_pct": 100 * waste},
+    how = (f"{m}x{n} on {tile[0]}x{tile[1]} tiles" if tile else f"{m}x{n}") + (
+        f": {100 * measured:.0f} % of the executed tensor-core work is padding" if measured is not None
+        else f": {100 * waste:.0f} % of the computed tile area is padding")
+    return make(ctx, "tile-quantization", 100 * best, ev,
                 "Pick sizes that are multiples of the tile (pad M/N up front, batch small GEMMs together) or "
-                "a kernel with a smaller tile for this shape.",
-                f"{m}x{n} on {tm}x{tn} tiles: {100 * waste:.0f} % of the computed tile area is padding")
+                "a kernel with a smaller tile for this shape.", how)
 
 
 def class_finding(ctx: KernelContext, others: list[Finding]) -> list[Finding]:

@@ -1,0 +1,85 @@
+"""profiler-overhead: your starting point (a copy of the slow workload).
+
+What to do
+----------
+Every step runs under cProfile so that the dashboard can show the hottest function. Keep the
+report, lose the cost: `perflab show profiler-overhead`, `perflab answer profiler-overhead` (the
+measured table of profilers), `perflab hint profiler-overhead 1`.
+
+Rules: keep the interface (setup, step, bare_step). step() must return the same scores and name
+the same hottest function ("file.py:function", a Python source function with the most own time)
+as the reference, from a profile of that step: the check runs extra steps and wants the same name
+every time. bare_step() stays the unprofiled step.
+
+Goal: the profiled step at most 10 % slower than the unprofiled one (the lower bound of the 95 %
+interval of unprofiled/profiled time must clear 1/1.10). Checks on a GPU machine and a CPU-only one:
+
+    perflab check profiler-overhead
+
+The workload
+------------
+The ranking step of the pyspy-sampling puzzle (its workload.py: a host-bound loop that hashes and
+weights every event of every request in Python, then an EmbeddingBag + MLP), run with always-on
+profiling: every step runs under cProfile, and the step reports the function that held the most
+own time, for the hot-spot dashboard.
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``; ``step(state)`` -> (scores float32
+[batch], "file.py:function" of the hottest Python function of that step); ``bare_step(state)`` ->
+the scores of the same step without any profiler (what the checker compares the cost against).
+"""
+from __future__ import annotations
+
+import cProfile
+import importlib.util
+import os
+import pstats
+from pathlib import Path
+
+
+def loop_file() -> Path:
+    """The ranking loop: pyspy-sampling's workload.py (beside this puzzle in the catalog)."""
+    from perflab.puzzles import catalog
+
+    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "pyspy-sampling").file("slow")
+
+
+_spec = importlib.util.spec_from_file_location("_profiler_overhead_loop", loop_file())
+_loop = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_loop)
+SIZE = _loop.SIZE
+
+
+def hottest(profile: cProfile.Profile) -> str:
+    """file.py:function of the Python function with the most own time: cProfile's tottime plus the
+    time of the C functions it called directly (list.append, math.exp, torch ops), which cProfile
+    books apart and a sampling profiler charges to the caller."""
+    own: dict[str, float] = {}
+    for (filename, _line, name), (_cc, _nc, tottime, _cum, callers) in pstats.Stats(profile).stats.items():
+        if filename.endswith(".py"):
+            key = f"{os.path.basename(filename)}:{name}"
+            own[key] = own.get(key, 0.0) + tottime
+        elif filename == "~":  # a builtin: its time belongs to its Python callers
+            for (cfile, _cline, cname), caller_stats in callers.items():
+                if cfile.endswith(".py"):
+                    key = f"{os.path.basename(cfile)}:{cname}"
+                    own[key] = own.get(key, 0.0) + caller_stats[2]
+    return max(own, key=own.get, default="")
+
+
+def setup(device: str, seed: int) -> dict:
+    # always the full size, smoke runs too: a profile of a step needs enough work to name its hot spot
+    return _loop.build(device, seed, size=_loop.full_size(device))
+
+
+def bare_step(state: dict):
+    return _loop.step(state)
+
+
+def step(state: dict):
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        scores = _loop.step(state)
+    finally:
+        profile.disable()
+    return scores, hottest(profile)

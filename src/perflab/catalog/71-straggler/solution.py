@@ -1,0 +1,75 @@
+"""straggler: the reference solution.
+
+Same model, shards and outputs as workload.py. The last rank no longer formats its log inside the
+step: it keeps each step's top classes and confidences as device tensors (no copy to the host, no
+synchronization) and the lines are formatted when someone reads the log (``read_log``), off the
+step's critical path. Every rank now arrives at the all-reduce at the same time.
+"""
+from __future__ import annotations
+
+import collections
+import os
+
+from perflab.workloads.ranks import rank_and_world
+
+SIZE = {"hidden": 4096, "layers": 4, "batch": 4096, "classes": 1000}
+SMOKE_SIZE = {"hidden": 64, "layers": 2, "batch": 256, "classes": 10}
+PENDING = 64   # steps of log kept on the device until read
+
+
+def _size(device: str) -> dict:
+    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
+        return dict(SMOKE_SIZE)
+    return dict(SIZE)
+
+
+def setup(device: str, seed: int) -> dict:
+    import torch
+
+    size = _size(device)
+    rank, world = rank_and_world()
+    dtype = torch.bfloat16
+    h, c = size["hidden"], size["classes"]
+    gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
+    weights = [(torch.randn(h, h, generator=gen, device=device) / h ** 0.5).to(device, dtype) for _ in range(size["layers"])]
+    head = (torch.randn(h, c, generator=gen, device=device) / h ** 0.5).to(device, dtype)
+    shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's requests
+    x = torch.randn(size["batch"], h, generator=shard, device=device).to(device, dtype)
+    return {"size": size, "rank": rank, "world": world, "weights": weights, "head": head, "x": x,
+            "out": torch.zeros(c, device=device, dtype=torch.float32),
+            "pending": collections.deque(maxlen=PENDING)}
+
+
+def score(state: dict):
+    """Class probabilities [batch, classes] (fp32) of this rank's shard."""
+    import torch
+    import torch.nn.functional as F
+
+    h = state["x"]
+    for w in state["weights"]:
+        h = F.gelu(h @ w)
+    return torch.softmax((h @ state["head"]).float(), dim=-1)
+
+
+def read_log(state: dict) -> list[str]:
+    """The log lines of the last step (formatted now, when they are read)."""
+    if not state["pending"]:
+        return []
+    top, conf = state["pending"][-1]
+    return [f"request {i}: class {c} p={p:.4f}" for i, (c, p) in enumerate(zip(top.tolist(), conf.tolist()))]
+
+
+def step(state: dict):
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        probs = score(state)
+        if state["rank"] == state["world"] - 1:
+            conf, top = probs.max(dim=-1)
+            state["pending"].append((top, conf))       # stays on the device: no sync, no Python loop
+        out = state["out"]
+        torch.sum(probs, dim=0, out=out)
+        if state["world"] > 1:
+            dist.all_reduce(out)
+        return out

@@ -1,0 +1,114 @@
+"""tp-scaling-knee: your starting point (a copy of the slow workload).
+
+What to do
+----------
+Two GPUs serve this model no faster than one would. Read the evidence before changing anything:
+`perflab show tp-scaling-knee`, `perflab answer tp-scaling-knee` (the sweep at 1 and 2 GPUs:
+artifacts/sweep.json, sweep.png), `perflab doctor` on the recorded per-rank traces
+(src/perflab/catalog/72-tp-scaling-knee/artifacts/slow.ranks).
+
+Rules: keep the interface, the model, the requests and the arithmetic; every rank must return its
+own clients' rows (bf16 tolerance: a sum of partial products rounds differently from one product).
+
+Goal: the job's step (the slowest rank's) at least 1.15x faster on 2 GPUs, and the doctor no longer
+reporting comm-not-overlapped. Check it with
+
+    perflab check tp-scaling-knee
+
+The workload
+------------
+A small residual MLP model (8 blocks of x = x + gelu(rms(x) @ W1) @ W2, hidden 1024, inner 4096,
+bf16) served Megatron-style across N GPUs: every rank keeps a column slice of W1 and the matching
+row slice of W2, computes a partial block output for every request, and one all-reduce per block
+adds the partials up. Each step serves the requests that arrived, 4 per rank's clients (4N in
+all), as one batch; every rank returns the rows of its own clients. The forward pass is captured
+once per batch size into a CUDA graph (all-reduces included), so the host launches one graph per
+step: what remains is GPU time.
+
+``forward(state, x)`` and ``make_batch(state, batch, seed)`` serve any batch the same way (the
+batch-size sweep at 1 and N GPUs that scripts/record_artifacts.py records into artifacts/sweep.json).
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
+Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+process group, as one rank (then without CUDA graphs on the CPU).
+"""
+from __future__ import annotations
+
+import os
+
+from perflab.workloads.ranks import graphed, rank_and_world
+
+SIZE = {"hidden": 1024, "inner": 4096, "blocks": 8, "per_rank": 4}
+SMOKE_SIZE = {"hidden": 64, "inner": 256, "blocks": 3, "per_rank": 4}
+SWEEP_BATCHES = [2 ** i for i in range(15)]   # 1 .. 16384 requests per call
+
+
+def _size(device: str) -> dict:
+    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
+        return dict(SMOKE_SIZE)
+    return dict(SIZE)
+
+
+def build(device: str, seed: int) -> dict:
+    """The full model and this step's requests, the same on every rank (deterministic from seed)."""
+    import torch
+
+    size = _size(device)
+    h, f = size["hidden"], size["inner"]
+    gen = torch.Generator(device).manual_seed(int(seed))
+    blocks = [((torch.randn(h, f, generator=gen, device=device) / h ** 0.5).to(torch.bfloat16),
+               (torch.randn(f, h, generator=gen, device=device) / f ** 0.5).to(torch.bfloat16)) for _ in range(size["blocks"])]
+    rank, world = rank_and_world()
+    x = torch.randn(size["per_rank"] * world, h, generator=gen, device=device).to(device, torch.bfloat16)
+    return {"size": size, "rank": rank, "world": world, "device": str(device), "blocks": blocks, "x": x,
+            "graphs": {}}
+
+
+def rms(x):
+    import torch
+
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def setup(device: str, seed: int) -> dict:
+    state = build(device, seed)
+    rank, world = state["rank"], state["world"]
+    f = state["size"]["inner"]
+    cols = slice(rank * f // world, (rank + 1) * f // world)        # this rank's slice of the inner dimension
+    state["shards"] = [(w1[:, cols].contiguous().to(device), w2[cols, :].contiguous().to(device))
+                       for w1, w2 in state.pop("blocks")]
+    return state
+
+
+def tp_forward(state: dict, x):
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    for w1, w2 in state["shards"]:
+        partial = F.gelu(rms(x) @ w1) @ w2               # this rank's share of the block output
+        if state["world"] > 1:
+            dist.all_reduce(partial)                      # sum of the shares: the block output
+        x = x + partial
+    return x
+
+
+def forward(state: dict, x):
+    return graphed(state["graphs"], state["device"], lambda inp: tp_forward(state, inp), x)
+
+
+def make_batch(state: dict, batch: int, seed: int = 0):
+    import torch
+
+    device = state["device"]
+    gen = torch.Generator(device).manual_seed(int(seed))
+    return torch.randn(batch, state["size"]["hidden"], generator=gen, device=device).to(torch.bfloat16)
+
+
+def step(state: dict):
+    import torch
+
+    with torch.no_grad():
+        y = forward(state, state["x"])                    # every request, on every rank
+        n, r = state["size"]["per_rank"], state["rank"]
+        return y[r * n:(r + 1) * n]                       # the rows of this rank's clients

@@ -1,0 +1,96 @@
+"""nccl-timeline: your starting point (a copy of the slow workload).
+
+What to do
+----------
+First read the NCCL timeline: `perflab show nccl-timeline`, `perflab answer nccl-timeline`
+(collective types, bytes, algbw/busbw, exposed communication), `perflab doctor` on the recorded
+per-rank traces (src/perflab/catalog/73-nccl-timeline/artifacts/slow.ranks). Then fix it.
+
+Rules: keep the interface, the sharding (each rank stores 1/N of every weight) and the arithmetic;
+every rank must return the same outputs as before.
+
+Goal: the job's step (the slowest rank's) at least 1.04x faster on 2 GPUs, and the doctor no longer
+reporting comm-not-overlapped. Check it with
+
+    perflab check nccl-timeline
+
+The workload
+------------
+The model (16 layers of x = gelu(x @ W), hidden 4096, bf16) is too big to replicate in the story,
+so every rank keeps 1/N of each weight (ZeRO-3 / FSDP style) and serves its own batch of 3,072
+requests. Before each layer, the ranks all-gather that layer's weight into one full-weight buffer,
+then multiply. After the last layer, one small all-reduce adds up the batch's per-feature activation
+sums across ranks (a monitoring statistic).
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> (y, totals)``.
+Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), ``totals`` the
+[hidden] fp32 sums over every rank's batch.
+"""
+from __future__ import annotations
+
+import os
+
+from perflab.workloads.ranks import rank_and_world
+
+SIZE = {"hidden": 4096, "layers": 16, "batch": 3072}
+SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}
+
+
+def _size(device: str) -> dict:
+    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
+        return dict(SMOKE_SIZE)
+    return dict(SIZE)
+
+
+def setup(device: str, seed: int) -> dict:
+    import torch
+
+    size = _size(device)
+    rank, world = rank_and_world()
+    h = size["hidden"]
+    dtype = torch.bfloat16
+    gen = torch.Generator(device).manual_seed(int(seed))
+    shards = []
+    for _ in range(size["layers"]):                          # keep only this rank's 1/world of each weight
+        w = (torch.randn(h * h, generator=gen, device=device) / h ** 0.5).to(dtype)
+        shards.append(w.chunk(world)[rank].clone().to(device))
+    requests = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)
+    x = torch.randn(size["batch"], h, generator=requests, device=device).to(device, dtype)
+    full = torch.empty(h * h, device=device, dtype=dtype)   # one layer's gathered weight
+    return {"size": size, "rank": rank, "world": world, "shards": shards, "x": x, "full": full,
+            "totals": torch.zeros(h, device=device, dtype=torch.float32)}
+
+
+def gather(state: dict, i: int, buf, async_op: bool = False):
+    """All-gather layer i's weight shards into buf (flat, hidden*hidden)."""
+    import torch.distributed as dist
+
+    if state["world"] == 1:
+        buf.copy_(state["shards"][i])
+        return None
+    return dist.all_gather_into_tensor(buf, state["shards"][i], async_op=async_op)
+
+
+def finish(state: dict, y):
+    import torch
+    import torch.distributed as dist
+
+    totals = state["totals"]
+    torch.sum(y.float(), dim=0, out=totals)
+    if state["world"] > 1:
+        dist.all_reduce(totals)
+    return y, totals
+
+
+def step(state: dict):
+    import torch
+    import torch.nn.functional as F
+
+    h = state["size"]["hidden"]
+    with torch.no_grad():
+        y = state["x"]
+        for i in range(len(state["shards"])):
+            gather(state, i, state["full"])          # the weight, then the layer: one after the other
+            y = F.gelu(y @ state["full"].view(h, h))
+        return finish(state, y)

@@ -1,0 +1,27 @@
+"""Multi-GPU puzzles on real GPUs (2+): a variant under torchrun with NCCL, one trace per rank.
+
+Run on the device: python3 -m pytest -m gpu tests/gpu/test_multigpu_puzzles_gpu.py. The recordings
+themselves come from scripts/record_multigpu_puzzles.sh (scripts/record_artifacts.py).
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                                                  reason="needs 2 CUDA GPUs")]
+
+
+def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
+    from perflab.analysis.collectives import collectives
+    from perflab.puzzles import catalog, distributed, replay
+
+    p = catalog.get("exposed-allreduce")
+    res = distributed.run_variant(p, p.file("slow"), "slow", tmp_path, device="cuda", command="gpu test", steps=2)
+    assert res.manifest["world_size"] == 2 and res.manifest["backend"] == "nccl" and res.manifest["gpu"]
+    ev = replay.Evidence(tmp_path)
+    traces = ev.ranks("slow")
+    assert [t.rank for t in traces] == [0, 1]
+    for t in traces:  # one all-reduce of the whole bucket per step: 8 x 4096 x 4096 bf16
+        ar = [c for c in collectives(t) if c["kind"] == "all_reduce" and c["step"] is not None and c["bytes"]]
+        assert len(ar) == 2 and {c["bytes"] for c in ar} == {8 * 4096 * 4096 * 2}
+    assert "comm-not-overlapped" in [f.id for f in ev.report("slow").findings]
+    assert res.measurements["slow"]["median_ms"] > 0
