@@ -91,3 +91,16 @@ def test_shipped_questions_compute_and_the_doctor_sees_the_planted_finding(puzzl
 
 def test_fake_id_is_not_shipped_puzzles():
     assert FAKE_ID not in [p.id for p in shipped_puzzles()]
+
+
+WITH_ARTIFACTS = [p for p in shipped_puzzles() if (p.folder / "artifacts" / "manifest.json").exists()]
+
+
+@pytest.mark.parametrize("puzzle", WITH_ARTIFACTS, ids=[p.id for p in WITH_ARTIFACTS])
+def test_every_question_of_every_recorded_puzzle_is_answerable_in_replay(puzzle):
+    ev = replay.recording(puzzle)
+    for q in puzzle.questions:
+        computed = questions.compute(q, ev)
+        assert computed.value is not None, q.key
+        if q.type != "text":
+            assert questions.grade(q, str(computed.value), computed).correct, q.key
