@@ -22,6 +22,16 @@ def _idle_evidence(ctx: Context) -> dict:
             "steps": len(ctx.windows.steps)}
 
 
+def _rate(count: float, steps: int) -> str:
+    """'3x per step', or '1x in 10 steps' when it happens less than once per step."""
+    if steps <= 0:
+        return f"{count:.0f}x"
+    per_step = count / steps
+    if per_step >= 0.95 or count == 0:
+        return f"{per_step:.0f}x per step"
+    return f"{count:.0f}x in {steps} steps"
+
+
 @rule
 def host_sync(ctx: Context) -> list[Finding]:
     gain = ctx.gaps.pct("sync")
@@ -29,10 +39,11 @@ def host_sync(ctx: Context) -> list[Finding]:
     if not sync.get("draining_syncs"):
         return []
     names = ctx.syncs["names"]
-    what = ", ".join(f"{n} x{c / ctx.n_steps:.0f}" for n, c in list(names.items())[:3])
+    what = ", ".join(f"{n} {_rate(c, ctx.n_steps)}" for n, c in list(names.items())[:3])
+    total = ctx.syncs["per_step"] * ctx.n_steps
     return _finding(
         "host-sync", gain,
-        f"The host blocks on the GPU {ctx.syncs['per_step']:.0f}x per step ({what}); each time the GPU "
+        f"The host blocks on the GPU {_rate(total, ctx.n_steps)} ({what}); each time the GPU "
         f"queue drains and the GPU waits for the host to restart it: ~{gain:.0f}% of step time.",
         {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
          "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
