@@ -3,6 +3,10 @@
 machine: the solution must pass, the unchanged starter must fail) as one Markdown table.
 
     python3 scripts/catalog_summary.py        # exit 1 when a recorded check is wrong or a puzzle is unrecorded
+    python3 scripts/catalog_summary.py --checks A.jsonl [B.jsonl ...]
+
+--checks summarizes live re-checks instead (the JSON lines of `scripts/check_catalog_gpu.py --jsonl`,
+one file per machine or call; a later line for a puzzle replaces an earlier one).
 """
 from __future__ import annotations
 
@@ -30,7 +34,43 @@ def row(p) -> tuple[str, bool]:
             f"{'fails' if st.get('passed') is False else 'PASSES'} |"), ok
 
 
+def live_rows(files: list[Path]) -> int:
+    latest: dict[str, dict] = {}
+    for f in files:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r["puzzle"] not in latest or "ok" in r or "ok" not in latest[r["puzzle"]]:
+                    latest[r["puzzle"]] = r
+    print("| puzzle | checked on | date | slow/fixed (95 % CI) | bar | solution | starter | s |")
+    print("|---|---|---|---|---|---|---|---|")
+    good = checked = 0
+    for p in catalog.load_catalog([catalog.BUILTIN]):
+        r = latest.get(p.id)
+        if r is None or "ok" not in r:
+            print(f"| {p.id} | — | | {(r or {}).get('verdict', 'not checked').split(' (')[0].split(';')[0]} | | | | |")
+            continue
+        checked += 1
+        good += bool(r["ok"])
+        ratio = f"{r['point']:.2f}x ({r['ci_low']:.2f}–{r['ci_high']:.2f})" if r.get("ci_low") is not None else "?"
+        print(f"| {p.id} | {r.get('gpu', '?')} | {r['date'][:16]} | {ratio} | {r['bar']:.2f} | "
+              f"{'passes' if r['solution_passed'] else 'FAILS: ' + r['solution_why']} | "
+              f"{'fails' if not r['starter_passed'] else 'PASSES'} ({r['starter_why']}) | {r['seconds']:.0f} |")
+    total = len(catalog.load_catalog([catalog.BUILTIN]))
+    print(f"\n{good} of {checked} checked puzzles behave (solution passes, starter fails); "
+          f"{total - checked} of {total} not checked live")
+    return 0 if good == checked == total else 1
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--checks"]:
+        files = [Path(a) for a in sys.argv[2:]]
+        missing = [str(f) for f in files if not f.is_file()]
+        if not files or missing:
+            print(f"catalog_summary.py: error: --checks needs JSON-lines files ({', '.join(missing) or 'none given'})",
+                  file=sys.stderr)
+            return 2
+        return live_rows(files)
     print("| puzzle | recorded on | statistic | slow/fixed (95 % CI low) | bar | solution | starter |")
     print("|---|---|---|---|---|---|---|")
     rows = [row(p) for p in catalog.load_catalog([catalog.BUILTIN])]

@@ -35,7 +35,7 @@ from typing import Any
 from perflab.puzzles import runner, stats
 
 EVIDENCE_STEPS = 5
-SAMPLE_TARGET_MS = 100.0   # one timing sample of the overhead check: about this long (a few steps)
+SAMPLE_TARGET_MS = 250.0   # one timing sample of the overhead check: about this long (several steps)
 ROUNDS = 5
 STEPS_PER_ROUND = 10
 TABLE_FILE = "profilers.json"

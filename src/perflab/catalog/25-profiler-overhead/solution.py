@@ -1,9 +1,9 @@
 """profiler-overhead: the reference solution.
 
 Same step, same hot-spot report, from a sampling profiler instead of a tracing one: an interval
-timer every 1 ms of elapsed time (perflab.toolkit.sampling.Sampler: setitimer + a SIGALRM handler,
-Scalene's mechanism on py-spy's clock), whose handler counts the innermost Python frame. A step of tens of milliseconds gets
-tens of samples, enough to name a function that holds most of it; the program runs untouched
+timer every 2 ms of elapsed time (perflab.toolkit.sampling.Sampler: setitimer + a SIGALRM handler,
+Scalene's mechanism on py-spy's clock), whose handler counts the innermost Python frame. A 25 ms step gets about a dozen
+samples, enough to name a function that holds most of it; the program runs untouched
 between samples, so the cost is a few µs per sample instead of a hook on every call.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ _spec = importlib.util.spec_from_file_location("_profiler_overhead_workload", _w
 _w = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_w)
 SIZE = _w.SIZE
-INTERVAL_S = 0.001
+INTERVAL_S = 0.002
 
 
 def setup(device: str, seed: int) -> dict:

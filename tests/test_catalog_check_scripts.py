@@ -1,0 +1,60 @@
+"""scripts/check_catalog_gpu.py --jsonl rows and scripts/catalog_summary.py --checks, which merges them."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def result(passed, ci_low, point=3.0, bar=2.0, incorrect=False):
+    speed = SimpleNamespace(passed=passed, point=point, ci_low=ci_low, ci_high=point * 1.05, bar=bar,
+                            statistic="median")
+    return SimpleNamespace(passed=passed and not incorrect, speed=speed, evidence=None,
+                           correctness=SimpleNamespace(ok=not incorrect, message="wrong sum"))
+
+
+def verification(sol, starter):
+    return SimpleNamespace(solution=sol, starter=starter, ok=sol.passed and not starter.passed,
+                           problems=lambda: [] if sol.passed and not starter.passed else ["bad"])
+
+
+def summary(*files):
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "catalog_summary.py"), "--checks",
+                           *map(str, files)], capture_output=True, text=True)
+
+
+def test_rows_written_by_the_check_are_read_by_the_summary(tmp_path):
+    rec = script("record_artifacts")
+    log = tmp_path / "a.jsonl"
+    good = verification(result(True, 2.5), result(False, 0.98, point=1.0))
+    bad = verification(result(False, 0.0, incorrect=True), result(False, 0.97, point=1.0))
+    rec._log(log, SimpleNamespace(id="launch-overhead"), good, "ok", 12.3)
+    rec._log(log, SimpleNamespace(id="host-sync"), bad, "solution fails", 4.0)
+    rec._log(log, SimpleNamespace(id="straggler"), None, "not run here: needs 2 GPUs", 0.1)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["puzzle"] for r in rows] == ["launch-overhead", "host-sync", "straggler"]
+    assert rows[0]["ok"] is True and rows[0]["ci_low"] == 2.5 and rows[0]["starter_ci_low"] == 0.98
+    assert rows[1]["solution_why"].startswith("incorrect") and "ok" not in rows[2]
+
+    later = tmp_path / "b.jsonl"  # a second call (another machine) checks straggler
+    rec._log(later, SimpleNamespace(id="straggler"), good, "ok", 30.0)
+    p = summary(log, later)
+    assert p.returncode == 1  # one wrong, and most of the catalog unchecked
+    assert "| launch-overhead |" in p.stdout and "3.00x (2.50–3.15)" in p.stdout
+    assert "FAILS: incorrect: wrong sum" in p.stdout
+    assert "2 of 3 checked puzzles behave" in p.stdout
+
+
+def test_summary_refuses_missing_files(tmp_path):
+    p = summary(tmp_path / "none.jsonl")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "none.jsonl" in p.stderr
