@@ -175,6 +175,22 @@ def test_nccl_sample_sizes_and_bus_bandwidth():
 
 
 @need_peer
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_collective_args_come_from_the_one_read(monkeypatch, workers):
+    """The reader gathers the collectives' args as it decodes (both readers): no second pass over the file."""
+    from perflab.trace import comm_args, kineto_parallel
+
+    path = PEER / "nccl_parser_config__nccl_data.json.gz"
+    expected = comm_args.read_comm_records(str(path))
+    monkeypatch.setenv("PERFLAB_READER_PROCESSES", workers)
+    monkeypatch.setattr(kineto_parallel, "PARALLEL_MIN_BYTES", 0)  # a small file through the parallel reader too
+    monkeypatch.setattr(comm_args, "read_comm_records", lambda p: pytest.fail("the file was read again"))
+    trace = kineto.load(path)
+    assert trace.cache["comm_records"] == expected and len(expected) > 0
+    assert {c["kind"] for c in C.collectives(trace)} == {"all_reduce", "broadcast"}
+
+
+@need_peer
 def test_two_sampled_ranks_of_a_128_rank_job(tmp_path):
     folder = tmp_path / "tf"
     folder.mkdir()

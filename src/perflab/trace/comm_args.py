@@ -4,8 +4,9 @@ The columnar reader keeps only what every analysis needs; the sizes of collectiv
 args it skips: on the NCCL kernel itself (torch >= 2.3: "Collective name", "In msg nelems",
 "Out msg nelems", "Group size", "dtype", "Process Group Ranks"), on the host-side
 `record_param_comms` op (same keys), or, in older traces, only as "Input Dims"/"Input type" of a
-`nccl:<collective>` user annotation. This module re-reads the file once (only for traces that
-contain communication kernels) and keeps those few events.
+`nccl:<collective>` user annotation. The columnar reader hands every block to `block_records` as it
+goes (trace/kineto_events.py), so a loaded trace has them already; `read_comm_records` re-reads a file
+for traces loaded another way.
 """
 from __future__ import annotations
 
@@ -89,12 +90,12 @@ def _annotation_size(dims: Any, types: Any) -> tuple[int | None, str | None]:
 
 def _record(e: _Event) -> CommRecord | None:
     a = e.args
-    if a is None:
+    name = e.name
+    if a is None or (a.collective is None and not name.startswith("nccl:")):  # most events: reject cheaply
         return None
     ts, dur = _num(e.ts), _num(e.dur)
     if ts is None or dur is None or e.ph not in ("X", ""):
         return None
-    name = e.name
     if a.collective is not None and (e.cat.lower() == "kernel" or name == "record_param_comms"):
         source = "kernel" if e.cat.lower() == "kernel" else "record_param_comms"
         pg = a.pg_ranks if isinstance(a.pg_ranks, str) else (json.dumps(a.pg_ranks) if a.pg_ranks else None)
@@ -111,7 +112,7 @@ _block_decoder = msgspec.json.Decoder(list[_Event])
 _MARKERS = (b"Collective name", b"nccl:")
 
 
-def _block_records(raw: memoryview) -> list[CommRecord]:
+def block_records(raw: bytes | memoryview) -> list[CommRecord]:
     data = bytes(raw)
     if not any(m in data for m in _MARKERS):  # most blocks of a large trace: skip the decode
         return []
@@ -130,7 +131,7 @@ def read_comm_records(path: str) -> list[CommRecord]:
     try:
         out: list[CommRecord] = []
         with open_binary(path) as fh:
-            for records in EventStream(fh, 1 << 20).blocks(_block_records):
+            for records in EventStream(fh, 1 << 20).blocks(block_records):
                 out.extend(records)
         return out
     except (LayoutError, NotATrace):

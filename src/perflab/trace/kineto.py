@@ -159,6 +159,8 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
         dtypes=builder.dtypes.text_table(), flows=flows, meta=meta, **columns,
     )
     trace.meta["device_name"] = _device_name(trace)
+    if builder.comm is not None:
+        trace.cache["comm_records"] = builder.comm  # file order, as read_comm_records gives them
     return trace
 
 

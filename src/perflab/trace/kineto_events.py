@@ -137,6 +137,9 @@ class ColumnBuilder:
         self.n_events = 0
         self._kind_of_cat: list[int] = []
         self._shape_ops = np.zeros(0, dtype=bool)
+        # the args of collectives (trace/comm_args.py), gathered from the same blocks; None when
+        # events came another way (add_dicts) and collectives must re-read the file for them
+        self.comm: list | None = []
 
     # -- thread ids may be strings in Chrome traces ("PyTorch Profiler"): give those negative ids
     def _thread(self, v: Any) -> int:
@@ -154,6 +157,10 @@ class ColumnBuilder:
         except msgspec.ValidationError:
             events = [loose_event(e) for e in _loose_decoder.decode(raw)]
         self.add(events)
+        if self.comm is not None:
+            from perflab.trace.comm_args import block_records
+
+            self.comm.extend(block_records(raw))
 
     def _kinds(self, cat_ids: np.ndarray) -> np.ndarray:
         while len(self._kind_of_cat) < len(self.cats):
@@ -161,6 +168,7 @@ class ColumnBuilder:
         return np.asarray(self._kind_of_cat, dtype=np.int8)[cat_ids]
 
     def add_dicts(self, items: list) -> None:
+        self.comm = None
         self.add([loose_event(e) for e in items])
 
     def add(self, events: list[Event]) -> None:
@@ -256,12 +264,15 @@ class ColumnBuilder:
         columns, flows = self.finish()
         return {"columns": columns, "flows": flows, "names": self.names.table(), "cats": self.cats.table(),
                 "shapes": self.shapes.table(), "dtypes": self.dtypes.table(), "threads": self.thread_names.table(),
-                "ts_is_float": self.ts_is_float, "first": self.first_event_is_complete, "n_events": self.n_events}
+                "ts_is_float": self.ts_is_float, "first": self.first_event_is_complete, "n_events": self.n_events,
+                "comm": self.comm}
 
     def absorb(self, part: dict) -> None:
         """Append a part exported by another builder, translating its string ids into ours."""
         if part["n_events"] == 0:
             return
+        if self.comm is not None:
+            self.comm = None if part["comm"] is None else self.comm + part["comm"]
         if self.first_event_is_complete is None:
             self.first_event_is_complete = part["first"]
         self.n_events += part["n_events"]
