@@ -2,7 +2,7 @@
 """Record puzzle artifacts on the GPU machine (profiles, timings, checks) for replay without a GPU.
 
     python3 scripts/record_artifacts.py [IDS...] [--out DIR] [--force] [--seed N] [--check-only]
-                                        [--jsonl FILE] [--budget-s S]
+                                        [--jsonl FILE [--resume]] [--budget-s S]
 
 For each puzzle (all when no id is given): profile slow and solution under torch.profiler, check the
 solution (must pass) and the starter (must fail) with the fix checker (its interleaved timings become
@@ -15,7 +15,8 @@ unless --force. --check-only runs the two checks and writes nothing (scripts/che
 With no ids, puzzles this machine cannot run (more GPUs than it has, a missing package) are listed as
 "not run here" instead of refusing the whole run. --jsonl appends one JSON object per puzzle as soon as
 it is done (a run cut short keeps what it finished; scripts/catalog_summary.py --checks reads it);
---budget-s starts no new puzzle once that many seconds have passed.
+--resume skips the puzzles FILE already has a check for; --budget-s starts no new puzzle once that many
+seconds have passed. Together they spread a whole-catalog check over several calls of limited length.
 Exit 0 when every puzzle came out right, 1 otherwise, 2 on bad input.
 """
 from __future__ import annotations
@@ -43,13 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, help="input seed for the checks (default: fresh random)")
     ap.add_argument("--check-only", action="store_true", help="check solution and starter; write nothing")
     ap.add_argument("--jsonl", type=Path, help="append one JSON line per puzzle to FILE as each one finishes")
+    ap.add_argument("--resume", action="store_true", help="skip puzzles that --jsonl FILE already has a check for")
     ap.add_argument("--budget-s", type=float, help="start no new puzzle after this many seconds")
     args = ap.parse_args(argv)
+    if args.resume and not args.jsonl:
+        ap.error("--resume needs --jsonl FILE")
     t0 = time.monotonic()
     command = "python3 scripts/record_artifacts.py " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         puzzles = catalog.load_catalog()
         chosen = [catalog.find(puzzles, i) for i in args.ids] if args.ids else puzzles
+        if args.resume:
+            done = _checked(args.jsonl)
+            chosen = [p for p in chosen if p.id not in done]
         if args.ids:
             devices = [runner.require_device(p, "recording") for p in chosen]  # refuse before any long work
         else:
@@ -84,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{good} of {len(rows)} checked puzzles behave (solution passes, starter fails); "
           f"{len(skipped)} not run here")
     return 0 if all(v.ok and (dest or args.check_only) for _, v, dest in rows) else 1
+
+
+def _checked(path: Path) -> set[str]:
+    if not path.is_file():
+        return set()
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {r["puzzle"] for r in rows if "ok" in r}
 
 
 def _device_or_reason(p) -> str | Exception:

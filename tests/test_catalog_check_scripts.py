@@ -58,3 +58,11 @@ def test_rows_written_by_the_check_are_read_by_the_summary(tmp_path):
 def test_summary_refuses_missing_files(tmp_path):
     p = summary(tmp_path / "none.jsonl")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "none.jsonl" in p.stderr
+
+
+def test_resume_skips_what_the_file_has_checked(tmp_path):
+    rec = script("record_artifacts")
+    log = tmp_path / "a.jsonl"
+    rec._log(log, SimpleNamespace(id="host-compute"), verification(result(True, 2.5), result(False, 0.9)), "ok", 1.0)
+    rec._log(log, SimpleNamespace(id="with-stack"), None, "not run here: no GPU", 0.0)
+    assert rec._checked(log) == {"host-compute"} and rec._checked(tmp_path / "none.jsonl") == set()
