@@ -48,7 +48,10 @@ def test_good_spec_parses(tmp_path):
 ])
 def test_broken_spec_names_file_and_field(tmp_path, old, new, field, words):
     assert old in GOOD
-    folder = make_puzzle(tmp_path, toml=GOOD.replace(old, new, 1), artifacts=False)
+    assert_names_file_and_field(make_puzzle(tmp_path, toml=GOOD.replace(old, new, 1), artifacts=False), field, words)
+
+
+def assert_names_file_and_field(folder, field, words):
     with pytest.raises(SpecError) as info:
         spec.load(folder / "puzzle.toml")
     msg = str(info.value)
@@ -84,3 +87,47 @@ def test_cli_reports_broken_spec_relative_to_cwd(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     rel = Path("cat") / folder.name / "puzzle.toml"
     assert err == f"perflab: error: {rel}: field 'level' must be an int 1..4"
+
+
+# --- stages: intermediate fixes between slow and solution (<stage>.py, recorded like the variants) --------
+
+STAGED = GOOD.replace('tools = ["torch-profiler"]', 'tools = ["torch-profiler"]\nstages = ["stage1", "stage2"]', 1)
+
+
+def staged_puzzle(tmp_path, toml=STAGED, files=("stage1", "stage2")):
+    folder = make_puzzle(tmp_path, toml=toml, artifacts=False)
+    for name in files:
+        (folder / f"{name}.py").write_text((folder / "solution.py").read_text())
+    return folder
+
+
+def test_stages_parse_and_name_their_files(tmp_path):
+    toml = STAGED.replace('args = { path = "steps", variant = "solution" }', 'args = { path = "steps", variant = "stage2" }')
+    toml += '\n[[questions]]\nkey = "step2"\nprompt = "stage2 over stage1?"\ntype = "number"\n' \
+            'analysis = "variant_speedup"\nargs = { variant = "stage2", over = "stage1" }\n'
+    p = spec.load(staged_puzzle(tmp_path, toml) / "puzzle.toml")
+    assert p.stages == ("stage1", "stage2")
+    assert p.file("stage2") == p.folder / "stage2.py" and p.file("slow").name == "workload.py"
+    assert p.find_question("fixed").args["variant"] == "stage2"
+    assert p.find_question("step2").args == {"variant": "stage2", "over": "stage1"}
+    assert spec.load(make_puzzle(tmp_path / "plain", artifacts=False) / "puzzle.toml").stages == ()
+
+
+@pytest.mark.parametrize("old, new, files, field, words", [
+    ('"stage1", "stage2"', '"stage1", "stage2"', ("stage1",), "stages[1]", "names stage2.py, which the puzzle folder lacks"),
+    ('"stage1", "stage2"', '"stage1", "step2"', ("stage1", "step2"), "stages[1]", "'step2' must be 'stage' followed by digits"),
+    ('"stage1", "stage2"', '"stage1", "stage1"', ("stage1",), "stages[1]", "'stage1' is listed twice"),
+    ('"stage1", "stage2"', '"stage1", 2', ("stage1",), "stages[1]", "must be a string"),
+    ('args = { path = "steps", variant = "solution" }', 'args = { path = "steps", variant = "stage3" }',
+     ("stage1", "stage2"), "questions[8].args.variant", "must be 'slow', 'solution', 'stage1' or 'stage2'"),
+    ("gpu = false", "gpu = false\ngpus = 2", ("stage1", "stage2"), "stages", "is not supported for multi-GPU"),
+])
+def test_broken_stages_name_file_and_field(tmp_path, old, new, files, field, words):
+    assert old in STAGED
+    assert_names_file_and_field(staged_puzzle(tmp_path, STAGED.replace(old, new, 1), files), field, words)
+
+
+def test_a_stage_name_is_no_variant_without_stages(tmp_path):
+    toml = GOOD.replace('args = { path = "steps", variant = "solution" }', 'args = { path = "steps", variant = "stage1" }')
+    with pytest.raises(SpecError, match=r"field 'questions\[8\]\.args\.variant' must be 'slow' or 'solution'"):
+        spec.load(staged_puzzle(tmp_path, toml, ("stage1",)) / "puzzle.toml")

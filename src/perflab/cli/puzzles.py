@@ -81,6 +81,9 @@ def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     console.print(Text.assemble(("Look at: ", "bold"), p.look_at.strip(), f"  (tools: {', '.join(p.tools) or '-'})"))
     console.print(Text.assemble(("Runs on: ", "bold"), "a CUDA GPU" if p.requirements.gpu else "a GPU or the CPU",
                                 "; without one, `run` replays the recorded evidence"))
+    if p.stages:
+        console.print(Text.assemble(("Steps of the fix loop: ", "bold"), " -> ".join(("slow", *p.stages, "solution")),
+                                    f"  (each one recorded: perflab run {p.id} --variant {p.stages[0]} --replay)"))
     if p.questions:
         console.print(Text("\nDiagnosis (graded against the recorded evidence):", style="bold"))
         for q in p.questions:
@@ -89,15 +92,15 @@ def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
 
 
 def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
-            variant: str = typer.Option("slow", "--variant", help="slow | solution | mine (your fix.py)"),
+            variant: str = typer.Option("slow", "--variant", help="slow | solution | mine (your fix.py) | a stage"),
             replay_: bool = typer.Option(False, "--replay", help="show the shipped recording even on a GPU"),
             steps: Optional[int] = typer.Option(None, "--steps", min=1, help="profiled steps (default: puzzle's)"),
             fix: Optional[Path] = typer.Option(None, "--fix", help="the file for --variant mine"),
             as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.run/1)")) -> None:
     """Profile a variant and print its evidence summary (a replay of the recording without a GPU)."""
     p = catalog.get(puzzle_id)
-    if variant not in VARIANTS:
-        raise PerflabError(f"unknown variant {variant!r}: use slow, solution or mine")
+    if variant not in VARIANTS + p.stages:
+        raise PerflabError(f"unknown variant {variant!r}: use {', '.join(('slow', 'solution', *p.stages))} or mine")
     console = _console()
     o = _with_progress(console, f"profiling {p.id} ({variant})", lambda on_step: runner.run_or_replay(
         p, variant, force_replay=replay_, steps=steps, fix=fix, on_step=on_step))

@@ -148,6 +148,25 @@ def speedup(ev: Any, stat: str = "point") -> Computed:
                     "the recorded timings (measurements.json)")
 
 
+def _median_ms(m: dict[str, Any], variant: str) -> float:
+    row = m.get("stages", {}).get(variant) or m.get(variant) or {}
+    if "median_ms" not in row:
+        raise PerflabError(f"measurements.json has no timings of {variant!r}")
+    return float(row["median_ms"])
+
+
+@analysis
+def variant_speedup(ev: Any, variant: str = "solution", over: str = "slow") -> Computed:
+    """median(over) / median(variant) from measurements.json: a step of a fix loop (`stages`) over the one
+    before it. A stage over slow uses the slow timings interleaved with that stage's (recording.measure_stages)."""
+    m = ev.measurements()
+    stage = m.get("stages", {}).get(variant, {})
+    base = float(stage["slow_median_ms"]) if over == "slow" and "slow_median_ms" in stage else _median_ms(m, over)
+    mine = _median_ms(m, variant)
+    return Computed(base / mine, {f"{over} median ms": round(base, 4), f"{variant} median ms": round(mine, 4)},
+                    "the recorded timings (measurements.json)")
+
+
 @analysis
 def summary_field(ev: Any, path: str, variant: str = "slow") -> Computed:
     """Any field of the evidence summary by dotted path: `copies.h2d.gbps`, `top_kernels.0.name`."""

@@ -1,16 +1,18 @@
 """Recording a puzzle's artifacts and verifying its fix check (scripts/record_artifacts.py, check_catalog_gpu.py).
 
-`verify` checks the shipped solution (must pass) and the starter (must fail); `record` profiles slow
-and solution and writes the artifacts folder that replay reads.
+`verify` checks the shipped solution (must pass) and the starter (must fail); `record` profiles slow,
+solution and the puzzle's `stages` (intermediate fixes: each must match slow's outputs and is timed
+against it) and writes the artifacts folder that replay reads.
 """
 from __future__ import annotations
 
+import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.puzzles import checker, replay, runner
+from perflab.puzzles import checker, replay, runner, stats
 from perflab.puzzles.spec import Puzzle
 
 
@@ -18,10 +20,11 @@ from perflab.puzzles.spec import Puzzle
 class Verification:
     solution: checker.CheckResult
     starter: checker.CheckResult
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)   # measure_stages: per stage, vs slow
 
     @property
     def ok(self) -> bool:
-        return self.solution.passed and not self.starter.passed
+        return self.solution.passed and not self.starter.passed and all(s["correct"] for s in self.stages.values())
 
     def problems(self) -> list[str]:
         out = []
@@ -29,6 +32,7 @@ class Verification:
             out.append(f"solution fails its check ({why_failed(self.solution)})")
         if self.starter.passed:
             out.append("starter passes the check (the puzzle has nothing to fix)")
+        out += [f"{name} is incorrect ({s['why']})" for name, s in self.stages.items() if not s["correct"]]
         return out
 
 
@@ -57,15 +61,41 @@ def _mkdir(path: Path) -> Path:
 
 
 def measurements(v: Verification, profiled: dict[str, Any]) -> dict[str, Any]:
-    """measurements.json: the interleaved slow/solution timings of the solution's check, and both checks."""
+    """measurements.json: the interleaved slow/solution timings of the solution's check, and both checks
+    (and, with `stages`, each stage's interleaved timings against slow)."""
     sol = v.solution
     speed = sol.speed.to_dict() if sol.speed else {}
-    return {
+    out = {
         "slow": sol.slow, "solution": sol.fixed,
         "speedup": {k: speed.get(k) for k in ("point", "ci_low", "ci_high", "bar", "n", "statistic", "confidence")},
         "check": {"solution": _check_summary(sol), "starter": _check_summary(v.starter)},
         "profiled": profiled,
     }
+    if v.stages:
+        out["stages"] = v.stages
+    return out
+
+
+def measure_stages(puzzle: Puzzle, device: str, seed: int | None = None) -> dict[str, dict[str, Any]]:
+    """Each stage as the fix check sees a fix: the same outputs as slow on one seed, then slow and the stage
+    timed interleaved (checker.time_pair): {stage: {median_ms, ..., speedup_vs_slow, ci_low, ci_high, correct}}."""
+    if not puzzle.stages:
+        return {}
+    seed = secrets.randbelow(2**31 - 1) if seed is None else seed
+    ref = runner.load_module(puzzle.file("slow"))
+    ref_state = ref.setup(device, seed)
+    out: dict[str, dict[str, Any]] = {}
+    for stage in puzzle.stages:
+        module = runner.load_module(puzzle.file(stage))
+        state = module.setup(device, seed)
+        correct = checker.check_correctness(ref, ref_state, module, state, device, seed, puzzle)
+        slow, fast = checker.time_pair(ref, ref_state, module, state, device, puzzle.check.reps)
+        speed = stats.speedup_verdict(slow, fast, 1.0)
+        out[stage] = {**stats.summary(fast), "slow_median_ms": stats.summary(slow)["median_ms"],
+                      "speedup_vs_slow": speed.point, "ci_low": speed.ci_low, "ci_high": speed.ci_high,
+                      "correct": correct.ok, "why": correct.message or "same outputs as slow", "seed": seed}
+        del state
+    return out
 
 
 def _check_summary(r: checker.CheckResult) -> dict[str, Any]:
@@ -78,7 +108,8 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
            seed: int | None = None) -> tuple[Verification, bool]:
     """Profile slow and solution, verify the checks, and write the artifacts into dest.
 
-    Writes only when the solution passes and the starter fails, unless force. Returns (verification, written).
+    Writes only when the solution passes, the starter fails and every stage is correct, unless force.
+    Returns (verification, written).
     """
     profiled: dict[str, Any] = {}
     snapshots = {}
@@ -87,7 +118,7 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
 
         profiled, v = distributed.record_all(puzzle, workdir, device, seed)
     else:
-        for variant in replay.RECORDED_VARIANTS:
+        for variant in replay.recorded_variants(puzzle):
             res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant),
                                      device=device, command=command)
             profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
@@ -98,6 +129,7 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
             for variant, numbers in snapshots.items():
                 profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
         v = verify(puzzle, device, workdir, seed)
+        v.stages = measure_stages(puzzle, device, seed)
     if not (v.ok or force):
         return v, False
     ncu = _record_ncu(puzzle, workdir, device)
@@ -106,13 +138,13 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
     sweep += _record_extras(puzzle, workdir, device)
     sweep += _record_measured(puzzle, workdir, device)
     dest.mkdir(parents=True, exist_ok=True)
-    for variant in replay.RECORDED_VARIANTS:
+    for variant in replay.recorded_variants(puzzle):
         _copy_trace(workdir / variant, dest, variant)
         if ncu:
             from perflab.puzzles import ncu_evidence
 
             ncu_evidence.copy_recording(workdir / variant, dest, variant)
-        if tuned:
+        if tuned and variant in replay.RECORDED_VARIANTS:
             from perflab.puzzles.autotune_log import log_file
 
             shutil.copyfile(log_file(workdir / variant, variant), log_file(dest, variant))
@@ -180,13 +212,13 @@ def _record_measured(puzzle: Puzzle, workdir: Path, device: str) -> list[Path]:
 
 
 def _record_ncu(puzzle: Puzzle, workdir: Path, device: str) -> bool:
-    """Kernel puzzles (tools = ["ncu"]): one profiled step of slow and of solution under Nsight Compute."""
+    """Kernel puzzles (tools = ["ncu"]): one profiled step of slow, solution (and each stage) under Nsight Compute."""
     from perflab.puzzles import ncu_evidence
 
     if not ncu_evidence.uses_ncu(puzzle):
         return False
     checked = workdir / "check-solution"  # the solution's check profiled it already: reuse that report
-    for variant in replay.RECORDED_VARIANTS:
+    for variant in replay.recorded_variants(puzzle):
         if variant == "solution" and ncu_evidence.has(checked, "mine"):
             ncu_evidence.copy_recording(checked, _mkdir(workdir / variant), "mine", variant)
         else:

@@ -16,6 +16,11 @@ from perflab.puzzles.spec import Puzzle, display_path
 RECORDED_VARIANTS = ("slow", "solution")
 
 
+def recorded_variants(puzzle: Puzzle) -> tuple[str, ...]:
+    """What a recording profiles: slow and solution, then the puzzle's `stages` (intermediate fixes) in order."""
+    return RECORDED_VARIANTS + puzzle.stages
+
+
 def trace_file(folder: Path, variant: str) -> Path:
     return folder / f"{variant}.trace.json.gz"
 

@@ -21,6 +21,7 @@ TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune", "py-spy", "profi
 QUESTION_TYPES = ("taxonomy", "number", "text", "choice")
 VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "starter.py"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+STAGE_RE = re.compile(r"^stage[0-9]+$")   # `stages`: intermediate fixes between slow and solution (<stage>.py)
 DEFAULT_NUMBER_TOLERANCE = 0.1
 CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead")
 
@@ -117,13 +118,16 @@ class Puzzle:
     ncu: NcuConfig = NcuConfig()
     timers: TimersConfig = TimersConfig()
     energy: EnergyConfig = EnergyConfig()
+    stages: tuple[str, ...] = ()     # intermediate fixes (<stage>.py), recorded like slow and solution
 
     @property
     def artifacts(self) -> Path:
         return self.folder / "artifacts"
 
     def file(self, variant: str) -> Path:
-        """The shipped source of a variant: slow (workload.py), solution, starter."""
+        """The shipped source of a variant: slow (workload.py), solution, starter, or a stage (<stage>.py)."""
+        if variant in self.stages:
+            return self.folder / f"{variant}.py"
         return self.folder / VARIANT_FILES[variant]
 
     def find_question(self, key: str) -> Question:
@@ -229,7 +233,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     f = _Fields(data, source)
     f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
                       "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu",
-                      "timers", "energy"})
+                      "timers", "energy", "stages"})
     pid = f.text("id")
     if not ID_RE.match(pid):
         raise f.fail("id", "must be lowercase letters, digits and dashes ([a-z0-9-]+)")
@@ -237,6 +241,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     if not taxonomy:
         raise f.fail("taxonomy", "must name at least one taxonomy id (the first is the planted one)")
     check = _check(f.table("check"), taxonomy)
+    stages = _stages(f)
     puzzle = Puzzle(
         id=pid, title=f.text("title"), level=f.int_in("level", 1, 4), order=f.int_in("order", 0, 10**6),
         story=f.text("story"), question=f.text("question"), look_at=f.text("look_at"),
@@ -244,13 +249,28 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
         prerequisites=f.strings("prerequisites"), seeds=f.strings("seeds"), taxonomy=taxonomy,
         tools=f.strings("tools", TOOLS), hints=f.strings("hints"),
         requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
-        check=check, questions=_questions(f), ncu=_ncu(f.table("ncu")),
-        timers=_timers(f.table("timers")), energy=_energy(f.table("energy")),
+        check=check, questions=_questions(f, stages), ncu=_ncu(f.table("ncu")),
+        timers=_timers(f.table("timers")), energy=_energy(f.table("energy")), stages=stages,
     )
+    if stages and puzzle.requirements.gpus > 1:
+        raise f.fail("stages", "is not supported for multi-GPU puzzles (requirements.gpus > 1)")
     for variant in ("slow", "solution", "starter"):
         if not puzzle.file(variant).is_file():
             raise SpecError(f"{display_path(source)}: puzzle folder lacks {VARIANT_FILES[variant]}")
     return puzzle
+
+
+def _stages(f: _Fields) -> tuple[str, ...]:
+    """`stages = ["stage1", ...]`: each names <stage>.py beside workload.py (same interface as solution.py)."""
+    stages = f.strings("stages")
+    for i, name in enumerate(stages):
+        if not STAGE_RE.match(name):
+            raise f.fail(f"stages[{i}]", f"{name!r} must be 'stage' followed by digits (stage1, stage2, ...)")
+        if name in stages[:i]:
+            raise f.fail(f"stages[{i}]", f"{name!r} is listed twice")
+        if not (f.source.parent / f"{name}.py").is_file():
+            raise f.fail(f"stages[{i}]", f"names {name}.py, which the puzzle folder lacks")
+    return stages
 
 
 def _requirements(t: _Fields) -> Requirements:
@@ -317,7 +337,7 @@ def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
                        max_overhead_pct=t.number("max_overhead_pct", 10.0))
 
 
-def _questions(f: _Fields) -> tuple[Question, ...]:
+def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:
     from perflab.puzzles.questions import ANALYSES
 
     raw = f.get("questions", list, [], "an array of tables ([[questions]])")
@@ -339,7 +359,7 @@ def _questions(f: _Fields) -> tuple[Question, ...]:
         if analysis not in ANALYSES:
             raise q.fail("analysis", f"{analysis!r} is not a known analysis ({', '.join(sorted(ANALYSES))})")
         args = q.get("args", dict, {}, "a table")
-        _check_args(q, analysis, args, ANALYSES[analysis])
+        _check_args(q, analysis, args, ANALYSES[analysis], stages)
         choices = q.strings("choices")
         if qtype == "choice" and not choices:
             raise q.fail("choices", "must list the choices of a 'choice' question")
@@ -349,11 +369,13 @@ def _questions(f: _Fields) -> tuple[Question, ...]:
     return tuple(out)
 
 
-def _check_args(q: _Fields, analysis: str, args: dict[str, Any], fn: Any) -> None:
+def _check_args(q: _Fields, analysis: str, args: dict[str, Any], fn: Any, stages: tuple[str, ...] = ()) -> None:
     try:
         inspect.signature(fn).bind(None, **args)
     except TypeError as exc:
         raise q.fail("args", f"do not fit analysis {analysis!r}: {exc}") from None
-    variant = args.get("variant", "slow")
-    if variant not in ("slow", "solution"):
-        raise q.fail("args.variant", "must be 'slow' or 'solution' (the recorded variants)")
+    for key in ("variant", "over"):  # `over`: the baseline of variant_speedup
+        variant = args.get(key, "slow")
+        if variant not in ("slow", "solution", *stages):
+            names = [f"'{v}'" for v in ("slow", "solution", *stages)]
+            raise q.fail(f"args.{key}", f"must be {', '.join(names[:-1])} or {names[-1]} (the recorded variants)")

@@ -29,15 +29,15 @@ def start(puzzle: Puzzle) -> tuple[Path, bool]:
 
 
 def variant_source(puzzle: Puzzle, variant: str, fix: Path | None = None) -> Path:
-    """The file a variant runs: workload.py, solution.py, or the learner's fix (variant `mine`)."""
+    """The file a variant runs: workload.py, solution.py, a stage (<stage>.py), or the learner's fix (`mine`)."""
     if variant == "mine":
         path = fix or fix_path(puzzle)
         if not path.is_file():
             raise PerflabError(f"no fix at {display_path(path)}: run `perflab start {puzzle.id}` first, "
                                "or give --fix PATH")
         return path
-    if variant not in ("slow", "solution", "starter"):
-        raise PerflabError(f"unknown variant {variant!r}: use slow, solution or mine")
+    if variant not in ("slow", "solution", "starter", *puzzle.stages):
+        raise PerflabError(f"unknown variant {variant!r}: use {', '.join(('slow', 'solution', *puzzle.stages))} or mine")
     return puzzle.file(variant)
 
 

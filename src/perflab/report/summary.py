@@ -106,6 +106,8 @@ def render_summary(summary: dict[str, Any], *, title: str, label: str,
 def measurements_line(m: dict[str, Any]) -> Text:
     bits = [f"{v} median {fmt_num(m[v]['median_ms'])} ms (n={m[v].get('n', len(m[v].get('samples_ms', [])))})"
             for v in ("slow", "solution", "mine") if isinstance(m.get(v), dict) and "median_ms" in m[v]]
+    bits += [f"{name} median {fmt_num(st['median_ms'])} ms ({fmt_num(st.get('speedup_vs_slow'))}× slow)"  # `stages`
+             for name, st in (m.get("stages") or {}).items() if isinstance(st, dict) and "median_ms" in st]
     sp = m.get("speedup")
     if isinstance(sp, dict) and "point" in sp:
         bits.append(f"speed-up {fmt_num(sp['point'])}× (95 % CI {fmt_num(sp.get('ci_low'))}–"

@@ -1,0 +1,33 @@
+"""optimization-loop: the starter (your copy to fix). Same as workload.py.
+
+The sum of a 256 MB fp32 vector (64 M values), written as a CUDA kernel. One thread per element, and
+every thread adds its element to the single output word with a global atomicAdd: 64 M atomics on one
+address, which lives in one L2 slice; its atomic unit serializes them while the rest of the GPU waits.
+
+Run the loop: profile, fix the top finding, profile again, until the kernel reads the vector at close
+to DRAM speed; then `perflab check optimization-loop`. Keep the kernel name starting with reduce_sum
+(the checker's ncu run selects it by name). Two steps of the loop are recorded as stages:
+`perflab run optimization-loop --variant stage1 --replay` (and stage2), `perflab doctor` on their
+artifacts/stage1.ncu-rep.gz and stage2.ncu-rep.gz.
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([1] fp32, the sum).
+"""
+from __future__ import annotations
+
+from perflab.puzzles.cuda_kernels import kernel
+from perflab.puzzles.sum_reduction import N, THREADS, launch, new_state
+
+KERNEL_SRC = r"""
+extern "C" __global__ void reduce_sum_atomic(const float* __restrict__ x, float* __restrict__ out, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(out, x[i]);                  // TODO: 64 M atomics on one word. Reduce first, add once.
+}
+"""
+
+
+def setup(device: str, seed: int) -> dict:
+    return new_state(device, seed, kernel(KERNEL_SRC, "reduce_sum_atomic"))
+
+
+def step(state: dict):
+    return launch(state, (N + THREADS - 1) // THREADS)   # one thread per element
