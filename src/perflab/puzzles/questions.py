@@ -267,3 +267,5 @@ from perflab.puzzles import questions_roofline as _questions_roofline  # noqa: E
 from perflab.puzzles import questions_streams as _questions_streams  # noqa: E402,F401
 # Part timers and NVML energy analyses (timer_value, timer_top_part, energy_value, energy_ratio) likewise.
 from perflab.puzzles import questions_measured as _questions_measured  # noqa: E402,F401
+# GEMM throughput from the trace against the measured matmul ceiling (gemm_speed_of_light) likewise.
+from perflab.puzzles import questions_speed as _questions_speed  # noqa: E402,F401
