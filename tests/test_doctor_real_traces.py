@@ -20,3 +20,13 @@ def test_tiny_gpt_decode_blames_the_op_that_holds_the_host_not_the_views_around_
     assert top.id == "host-compute" and top.severity == "high"
     assert top.evidence["top_host_ops"][0] == "aten::_cudnn_attention_forward"
     assert "aten::_cudnn_attention_forward" in top.summary
+
+
+def test_nothing_above_low_makes_healthy_the_headline_and_keeps_the_low_notes():
+    # a recorded H100 solution: one kernel per step, busy GPU, small launch gaps (a `low` note)
+    trace = Path(__file__).resolve().parents[1] / "src/perflab/catalog/53-warp-divergence/artifacts/solution.trace.json.gz"
+    report = diagnose(trace)
+    ids = [f.id for f in report.findings]
+    assert ids[0] == "healthy" and len(ids) > 1, ids
+    assert all(f.severity == "low" for f in report.findings[1:])
+    assert "no system-level bottleneck" in report.verdict

@@ -66,7 +66,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         return Report(source=source, verdict="No GPU activity in this trace (a CPU-only profile): nothing for the "
                       "GPU doctor to diagnose.", findings=[], analyses={"summary": ctx.summary})
     findings = rank_findings(run_rules(ctx))
-    findings += healthy(ctx, findings)
+    findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {
         "summary": ctx.summary,
         "idle": ctx.gaps.to_dict(),
