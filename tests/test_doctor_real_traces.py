@@ -30,3 +30,44 @@ def test_nothing_above_low_makes_healthy_the_headline_and_keeps_the_low_notes():
     assert ids[0] == "healthy" and len(ids) > 1, ids
     assert all(f.severity == "low" for f in report.findings[1:])
     assert "no system-level bottleneck" in report.verdict
+
+
+CEILINGS = Path(__file__).parent / "data" / "ncu" / "ceilings_h100_full.json"
+
+
+def _save_ceilings(home, edit=None):
+    import json
+
+    data = json.loads(CEILINGS.read_text())
+    if edit:
+        edit(data)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "ceilings.json").write_text(json.dumps(data))
+
+
+def test_healthy_gemms_against_the_ceiling_measured_on_the_same_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_HOME", str(tmp_path))
+    _save_ceilings(tmp_path)
+    top = diagnose(DATA / "h100_healthy_gemm.trace.json.gz").findings[0]
+    assert top.id == "healthy" and top.evidence["gemm_path"] == "bf16"
+    assert top.evidence["gemm_ceiling_tflops"] == 763.3
+    assert 90 < top.evidence["gemm_pct_of_ceiling"] <= 101 and "at the speed of light" in top.summary
+
+
+def test_gemms_far_below_the_ceiling_are_healthy_for_the_system_but_say_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_HOME", str(tmp_path))
+    _save_ceilings(tmp_path, lambda d: d["results"]["matmul_bf16"].update(value=2 * d["results"]["matmul_bf16"]["value"]))
+    top = diagnose(DATA / "h100_healthy_gemm.trace.json.gz").findings[0]
+    assert top.id == "healthy" and 45 < top.evidence["gemm_pct_of_ceiling"] < 55
+    assert "speed of light" not in top.summary and "Nsight Compute" in top.fix
+
+
+def test_ceilings_of_another_gpu_or_a_broken_file_are_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_HOME", str(tmp_path))
+    _save_ceilings(tmp_path, lambda d: d["manifest"].update(gpu="NVIDIA A100-SXM4-80GB"))
+    top = diagnose(DATA / "h100_healthy_gemm.trace.json.gz").findings[0]
+    assert top.evidence["gemm_pct_of_ceiling"] is None and "A100" in top.evidence["gemm_ceiling_note"]
+    assert top.evidence["gemm_tflops"] > 700
+    (tmp_path / "ceilings.json").write_text("{not json")
+    top = diagnose(DATA / "h100_healthy_gemm.trace.json.gz").findings[0]
+    assert top.id == "healthy" and "perflab bench" in top.evidence["gemm_ceiling_note"]

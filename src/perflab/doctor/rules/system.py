@@ -238,17 +238,40 @@ def gpu_idle(ctx: Context) -> list[Finding]:
 
 
 def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
-    """The single 'nothing to fix' finding when no rule found anything above low."""
+    """The single 'nothing to fix' finding when no rule found anything above low; with recorded shapes it
+    also says how close the GEMMs run to the matmul ceiling measured on this GPU (`perflab bench`)."""
     if any(f.severity in ("high", "medium") for f in findings):
         return []
     by_type = ctx.kernels["by_type"]
     top_type = max(by_type, key=lambda t: by_type[t]["total_us"]) if by_type else "none"
-    return [Finding(
-        id="healthy", severity="info", gain_pct=0.0,
-        evidence={"gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "dominant_kernel_type": top_type,
-                  "dominant_kernel_type_pct": round(by_type.get(top_type, {}).get("pct", 0.0), 2)},
-        fix="Nothing at the system level: to go faster, make the dominant kernels themselves faster "
-            "(Nsight Compute on the top kernels, lower precision, better algorithms).",
-        summary=f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: "
-                "no system-level bottleneck.",
-    )]
+    evidence = {"gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "dominant_kernel_type": top_type,
+                "dominant_kernel_type_pct": round(by_type.get(top_type, {}).get("pct", 0.0), 2)}
+    fix = ("Nothing at the system level: to go faster, make the dominant kernels themselves faster "
+           "(Nsight Compute on the top kernels, lower precision, better algorithms).")
+    summary = f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: no system-level bottleneck."
+    roof = _gemm_roof(ctx) if top_type == "gemm" else None
+    if roof and roof["tflops"] is not None:
+        evidence.update({f"gemm_{k}": v for k, v in roof.items()})
+        if roof["pct_of_ceiling"] is not None:
+            summary += (f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s, {roof['pct_of_ceiling']:.0f}% "
+                        f"of the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU")
+            summary += ": at the speed of light." if roof["pct_of_ceiling"] >= 80 else "."
+            if roof["pct_of_ceiling"] < 80:
+                fix = (f"Nothing at the system level, but the GEMMs reach only {roof['pct_of_ceiling']:.0f}% of the "
+                       "measured matmul ceiling: check their shapes (multiples of 64/128, tile quantization), "
+                       "layouts and precision, and profile the top GEMMs with Nsight Compute.")
+        else:
+            summary += f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s ({roof['ceiling_note']})."
+    return [Finding(id="healthy", severity="info", gain_pct=0.0, evidence=evidence, fix=fix, summary=summary)]
+
+
+def _gemm_roof(ctx: Context) -> dict | None:
+    from perflab.analysis.gemm_roof import gemm_vs_ceiling
+    from perflab.errors import PerflabError
+    from perflab.toolkit.bench import load_ceilings
+
+    try:
+        ceilings = load_ceilings()
+    except PerflabError:  # a broken ceilings file must not break the diagnosis: compare with nothing
+        ceilings = None
+    return gemm_vs_ceiling(ctx.trace, ctx.windows, ceilings)
