@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             devices = [runner.require_device(p, "recording") for p in chosen]  # refuse before any long work
         else:
             devices = [_device_or_reason(p) for p in chosen]
-        rows, skipped = [], []
+        rows, skipped, crashed = [], [], 0
         for p, device in zip(chosen, devices):
             if isinstance(device, Exception):
                 skipped.append((p, f"not run here: {device}"))
@@ -73,12 +74,20 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             dest = (args.out / p.folder.name / "artifacts") if args.out else p.artifacts
             print(f"{'checking' if args.check_only else 'recording'} {p.id} on {device} ...", flush=True)
-            with tempfile.TemporaryDirectory(prefix=f"perflab-rec-{p.id}-") as tmp:
-                if args.check_only:
-                    v, written = recording.verify(p, device, Path(tmp), args.seed), False
-                else:
-                    v, written = recording.record(p, dest, device, Path(tmp), command.strip(), force=args.force,
-                                                  seed=args.seed)
+            try:
+                with tempfile.TemporaryDirectory(prefix=f"perflab-rec-{p.id}-") as tmp:
+                    if args.check_only:
+                        v, written = recording.verify(p, device, Path(tmp), args.seed), False
+                    else:
+                        v, written = recording.record(p, dest, device, Path(tmp), command.strip(),
+                                                      force=args.force, seed=args.seed)
+            except Exception as exc:  # one puzzle's crash (its kernel, ncu, torchrun) must not lose the others
+                traceback.print_exc()
+                why = f"crashed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                skipped.append((p, why))
+                crashed += 1
+                _log(args.jsonl, p, None, why, time.monotonic() - started)
+                continue
             rows.append((p, v, dest if written else None))
             _log(args.jsonl, p, v, "ok" if v.ok else "; ".join(v.problems()), time.monotonic() - started)
     except PerflabError as exc:
@@ -89,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{p.id}: {why}")
     good = sum(v.ok for _, v, _ in rows)
     print(f"{good} of {len(rows)} checked puzzles behave (solution passes, starter fails); "
-          f"{len(skipped)} not run here")
-    return 0 if all(v.ok and (dest or args.check_only) for _, v, dest in rows) else 1
+          f"{len(skipped)} not checked (listed above)")
+    return 0 if not crashed and all(v.ok and (dest or args.check_only) for _, v, dest in rows) else 1
 
 
 def _checked(path: Path) -> set[str]:

@@ -66,3 +66,25 @@ def test_resume_skips_what_the_file_has_checked(tmp_path):
     rec._log(log, SimpleNamespace(id="host-compute"), verification(result(True, 2.5), result(False, 0.9)), "ok", 1.0)
     rec._log(log, SimpleNamespace(id="with-stack"), None, "not run here: no GPU", 0.0)
     assert rec._checked(log) == {"host-compute"} and rec._checked(tmp_path / "none.jsonl") == set()
+
+
+def test_a_crashing_puzzle_does_not_lose_the_others(tmp_path, monkeypatch, capsys):
+    rec = script("record_artifacts")
+    good = verification(result(True, 2.5), result(False, 0.9))
+    good.solution.slow, good.solution.fixed = {"median_ms": 3.0}, {"median_ms": 1.0}
+
+    def verify(p, device, workdir, seed):
+        if p.id == "host-compute":
+            raise RuntimeError("nvrtc: error: identifier undefined\nmore")
+        return good
+
+    monkeypatch.setattr(rec.runner, "require_device", lambda p, what: "cpu")
+    monkeypatch.setattr(rec.recording, "verify", verify)
+    monkeypatch.setattr(rec.recording, "why_failed", lambda r: "passed" if r.passed else "CI low < bar")
+    log = tmp_path / "c.jsonl"
+    code = rec.main(["--check-only", "host-compute", "with-stack", "--jsonl", str(log)])
+    out = capsys.readouterr()
+    rows = {r["puzzle"]: r for r in map(json.loads, log.read_text().splitlines())}
+    assert code == 1 and rows["with-stack"]["ok"] is True
+    assert rows["host-compute"]["verdict"] == "crashed: RuntimeError: nvrtc: error: identifier undefined"
+    assert "Traceback" in out.err and "1 of 1 checked puzzles behave" in out.out
