@@ -1,6 +1,7 @@
 """scripts/check_catalog_gpu.py --jsonl rows and scripts/catalog_summary.py --checks, which merges them."""
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,17 @@ def test_a_crashing_puzzle_does_not_lose_the_others(tmp_path, monkeypatch, capsy
     assert code == 1 and rows["with-stack"]["ok"] is True
     assert rows["host-compute"]["verdict"] == "crashed: RuntimeError: nvrtc: error: identifier undefined"
     assert "Traceback" in out.err and "1 of 1 checked puzzles behave" in out.out
+
+
+def test_size_tuning_tries_each_value_and_restores_the_puzzle(tmp_path):
+    folder = REPO / "src" / "perflab" / "catalog" / "22-with-stack"
+    before = {f: (folder / f).read_text() for f in ("workload.py", "starter.py", "solution.py")}
+    p = subprocess.run(["bash", str(REPO / "scripts" / "tune_puzzle_size.sh"), "with-stack", "seq", "256"],
+                       capture_output=True, text=True, env={**os.environ, "OUT": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "tune.jsonl").read_text().splitlines()]
+    assert [r["size"] for r in rows] == [{"seq": 256}] and rows[0]["puzzle"] == "with-stack" and "ok" in rows[0]
+    assert {f: (folder / f).read_text() for f in before} == before
+    bad = subprocess.run(["bash", str(REPO / "scripts" / "tune_puzzle_size.sh"), "with-stack", "nokey", "1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "nokey" in bad.stderr
