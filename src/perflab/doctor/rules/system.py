@@ -253,9 +253,11 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     if roof and roof["tflops"] is not None:
         evidence.update({f"gemm_{k}": v for k, v in roof.items()})
         if roof["pct_of_ceiling"] is not None:
-            summary += (f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s, {roof['pct_of_ceiling']:.0f}% "
-                        f"of the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU")
-            summary += ": at the speed of light." if roof["pct_of_ceiling"] >= 80 else "."
+            pct = roof["pct_of_ceiling"]
+            where = (f"at or above the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU ({pct:.0f}%)"
+                     if pct >= 100 else f"{pct:.0f}% of the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU")
+            summary += f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s, {where}"
+            summary += ": at the speed of light." if pct >= 80 else "."
             if roof["pct_of_ceiling"] < 80:
                 fix = (f"Nothing at the system level, but the GEMMs reach only {roof['pct_of_ceiling']:.0f}% of the "
                        "measured matmul ceiling: check their shapes (multiples of 64/128, tile quantization), "
