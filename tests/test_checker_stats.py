@@ -91,3 +91,39 @@ def test_inner_repeats():
     assert stats.inner_repeats(0.01, 2.0) == 200
     assert stats.inner_repeats(5.0, 2.0) == 1
     assert stats.inner_repeats(0.0) == 1000
+
+
+def _samplers(rng, slow_ms, fast_ms, sigma):
+    calls = {"n": 0}
+
+    def slow():
+        calls["n"] += 1
+        return float(slow_ms * rng.lognormal(0.0, sigma))
+
+    def fast():
+        return float(fast_ms * rng.lognormal(0.0, sigma))
+    return slow, fast, calls
+
+
+def test_a_clear_result_takes_one_round():
+    rng = np.random.default_rng(3)
+    slow, fast, calls = _samplers(rng, 10.0, 10.2, 0.02)   # a 2 % cost, quiet machine, bar 10 %
+    a, b = stats.time_until_decided(slow, fast, 40, 1 / 1.1)
+    assert len(a) == len(b) == 40 and stats.speedup_verdict(a, b, 1 / 1.1).passed
+
+
+def test_an_undecided_result_gets_more_rounds_and_never_more_than_three():
+    rng = np.random.default_rng(4)
+    slow, fast, calls = _samplers(rng, 10.0, 10.9, 0.3)    # a 9 % cost against a 10 % bar, very noisy
+    a, b = stats.time_until_decided(slow, fast, 40, 1 / 1.1)
+    assert len(a) == len(b) == 120 and calls["n"] == 121   # 1 warm-up, 3 rounds of 40
+
+
+def test_more_rounds_do_not_pass_a_cost_above_the_bar():
+    """A 20 % cost with 25 % noise, bar 10 %: the extra rounds must not turn it into a pass."""
+    rng = np.random.default_rng(5)
+    passes = 0
+    for _ in range(100):
+        slow, fast, _ = _samplers(rng, 10.0, 12.0, 0.25)
+        passes += stats.speedup_verdict(*stats.time_until_decided(slow, fast, 20, 1 / 1.1), 1 / 1.1).passed
+    assert passes <= 3

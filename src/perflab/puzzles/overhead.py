@@ -16,7 +16,8 @@ not run here gets a row with its status (the command's last error line), never a
 
 The check (`check_overhead`): after the usual correctness stage (the fix's step returns the same
 outputs as the reference's, which include the hottest function its profiler saw), the reference's
-`bare_step` (no profiler) and the fix's `step` are timed interleaved; pass when the lower bound of
+`bare_step` (no profiler) and the fix's `step` are timed interleaved, in up to three rounds of `reps`
+pairs while the interval straddles the bar (stats.time_until_decided); pass when the lower bound of
 the 95 % bootstrap interval of bare/fix clears 1 / (1 + max_overhead_pct / 100). Then the fix's step
 runs EVIDENCE_STEPS more times: its profile must name the reference's hottest function every time
 (a sampler too sparse to see the hot spot reliably does not pass).
@@ -64,14 +65,14 @@ def check_overhead(puzzle: Any, ref: Any, ref_state: Any, fix: Any, fix_state: A
         for _ in range(checker.TIMING_WARMUP):
             bare()
             mine()
-        slow, fast = stats.time_interleaved(bare, mine, reps, warmup=1)
+        bar = 1.0 / (1.0 + puzzle.check.max_overhead_pct / 100.0)
+        slow, fast = stats.time_until_decided(bare, mine, reps, bar)  # a cost near the bar gets more samples
         expected = _hottest(ref.step(ref_state))
         seen = [_hottest(fix.step(fix_state)) for _ in range(EVIDENCE_STEPS)]
     except Exception as exc:  # the learner's code: one line
         result.correctness = checker.Correctness(False, seed, f"crashed while measuring overhead: "
                                                                f"{type(exc).__name__}: {exc}")
         return result
-    bar = 1.0 / (1.0 + puzzle.check.max_overhead_pct / 100.0)
     result.slow = {**stats.summary(slow), "what": "bare_step: the step without a profiler"}
     result.fixed = {**stats.summary(fast), "what": "your step, profiled"}
     v = stats.speedup_verdict(slow, fast, bar)
