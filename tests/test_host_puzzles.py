@@ -163,7 +163,9 @@ def test_cpu_check_runs_every_stage_on_the_cpu(puzzle, tmp_path, monkeypatch):
     assert runner.require_device(puzzle, "checking") == "cpu"
     r = checker.check(puzzle, puzzle.file("solution"), tmp_path, device="cpu", seed=11, reps=5)
     assert r.correctness.ok, r.correctness.message
-    assert r.speed is not None and r.speed.n == 5 and r.evidence is not None and r.device == "cpu"
+    assert r.speed is not None and r.evidence is not None and r.device == "cpu"
+    # an overhead check near its bar takes up to three rounds of `reps` pairs (stats.time_until_decided)
+    assert r.speed.n in ((5, 10, 15) if puzzle.check.metric == "overhead" else (5,))
     ref, starter = (runner.load_module(puzzle.file(v)) for v in ("slow", "starter"))
     same = checker.check_correctness(ref, ref.setup("cpu", 3), starter, starter.setup("cpu", 3), "cpu", 3, puzzle)
     assert same.ok, same.message
