@@ -43,8 +43,20 @@ def test_list_and_tag_filter(cli):
     assert rc == 0 and FAKE_ID not in out
     rc, out, _ = cli("list", "--json")
     row = [p for p in json.loads(out)["puzzles"] if p["id"] == FAKE_ID][0]
-    assert row["gpu"] is False and row["status"] == "" and row["taxonomy"][0] == "host-sync"
+    assert row["gpu"] is False and row["status"] == "" and row["taxonomy"][0] == "host-sync" and row["recorded"]
     assert cli("list", "--tag", "nonsense")[0] == 2
+
+
+def test_list_fits_a_narrow_terminal(cli, monkeypatch):
+    rc, wide, _ = cli("list")
+    assert "a step that waits on the host" in wide and "host-sync, pageable-memcpy" in wide
+    monkeypatch.setenv("COLUMNS", "80")
+    rc, out, _ = cli("list")
+    lines = out.splitlines()
+    assert rc == 0 and all(len(line) <= 80 for line in lines)
+    assert "a step that waits on the host" not in out
+    row = next(line for line in lines if FAKE_ID in line)   # one line per puzzle, every column intact
+    assert row.split()[2:] == ["host-sync", "+1", "CPU", "ok", "-"]
 
 
 def test_show(cli):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
@@ -58,14 +59,27 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
     if as_json:
         print(json.dumps({"schema": "perflab.list/1", "puzzles": [
             {"id": p.id, "title": p.title, "level": p.level, "order": p.order, "taxonomy": list(p.taxonomy),
-             "gpu": p.requirements.gpu, "status": status} for p, status in rows]}, indent=2))
+             "gpu": p.requirements.gpu, "recorded": (p.artifacts / "measurements.json").is_file(), "status": status}
+            for p, status in rows]}, indent=2))
         return
-    t = Table(show_edge=False)
-    for col in ("#", "id", "title", "level", "taxonomy", "GPU", "status"):
-        t.add_column(col)
-    for i, (p, status) in enumerate(rows, 1):
-        t.add_row(str(i), p.id, p.title, str(p.level), ", ".join(p.taxonomy), _gpu_words(p), status or "-")
     console = _console()
+    compact = console.width < 120  # a narrow terminal: no titles or levels, the planted id and +N for the others
+    cols = ("#", "id", "taxonomy", "GPU", "status") if compact else \
+        ("#", "id", "title", "level", "taxonomy", "GPU", "status")
+    t = Table(show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True) if compact \
+        else Table(show_edge=False)
+    for col in cols:
+        t.add_column(col, no_wrap=compact, min_width=len(col))
+    for i, (p, status) in enumerate(rows, 1):
+        replay = "" if (p.artifacts / "measurements.json").is_file() else ", no replay yet"
+        if compact:
+            tags = p.taxonomy[0] + (f" +{len(p.taxonomy) - 1}" if len(p.taxonomy) > 1 else "")
+            t.add_row(str(i), p.id, tags, ("GPU" if p.requirements.gpu else "CPU ok")
+                      + (", unrecorded" if replay else ""),
+                      status or "-")
+        else:
+            t.add_row(str(i), p.id, p.title, str(p.level), ", ".join(p.taxonomy), _gpu_words(p) + replay,
+                      status or "-")
     console.print(t if rows else Text(f"no puzzles{' tagged ' + tag if tag else ''}"))
 
 
