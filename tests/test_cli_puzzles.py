@@ -59,6 +59,20 @@ def test_list_fits_a_narrow_terminal(cli, monkeypatch):
     assert row.split()[2:] == ["host-sync", "+1", "CPU", "ok", "-"]
 
 
+def test_an_unrecorded_puzzle_says_so(cli, tmp_path, monkeypatch, fake_catalog):
+    from conftest import PUZZLE_TOML, make_puzzle
+
+    root = tmp_path / "unrec"
+    make_puzzle(root, "zz-unrecorded", toml=PUZZLE_TOML.format(pid="zz-unrecorded").replace("gpu = false", "gpu = true"),
+                artifacts=False)
+    monkeypatch.setenv("PERFLAB_CATALOG", f"{fake_catalog}:{root}")
+    rc, out, _ = cli("show", "zz-unrecorded")
+    assert rc == 0 and "not recorded yet, so nothing to replay" in out
+    assert "replays the recorded evidence" in cli("show", FAKE_ID)[1]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "GPU, unrecorded" in next(line for line in cli("list")[1].splitlines() if "zz-unrecorded" in line)
+
+
 def test_show(cli):
     rc, out, _ = cli("show", FAKE_ID)
     assert rc == 0

@@ -93,11 +93,14 @@ def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     console.print(Markdown(p.story.strip()))
     console.print(Text.assemble(("\nQuestion: ", "bold"), p.question.strip()))
     console.print(Text.assemble(("Look at: ", "bold"), p.look_at.strip(), f"  (tools: {', '.join(p.tools) or '-'})"))
+    recorded = (p.artifacts / "measurements.json").is_file()
     console.print(Text.assemble(("Runs on: ", "bold"), "a CUDA GPU" if p.requirements.gpu else "a GPU or the CPU",
-                                "; without one, `run` replays the recorded evidence"))
+                                "; without one, `run` replays the recorded evidence" if recorded else
+                                "; not recorded yet, so nothing to replay without one"))
     if p.stages:
         console.print(Text.assemble(("Steps of the fix loop: ", "bold"), " -> ".join(("slow", *p.stages, "solution")),
-                                    f"  (each one recorded: perflab run {p.id} --variant {p.stages[0]} --replay)"))
+                                    f"  (each one recorded: perflab run {p.id} --variant {p.stages[0]} --replay)"
+                                    if recorded else "  (each one recorded with the puzzle)"))
     if p.questions:
         console.print(Text("\nDiagnosis (graded against the recorded evidence):", style="bold"))
         for q in p.questions:
