@@ -60,8 +60,6 @@ def test_list_fits_a_narrow_terminal(cli, monkeypatch):
 
 
 def test_an_unrecorded_puzzle_says_so(cli, tmp_path, monkeypatch, fake_catalog):
-    from conftest import PUZZLE_TOML, make_puzzle
-
     root = tmp_path / "unrec"
     make_puzzle(root, "zz-unrecorded", toml=PUZZLE_TOML.format(pid="zz-unrecorded").replace("gpu = false", "gpu = true"),
                 artifacts=False)
