@@ -1,5 +1,8 @@
 """The doctor on real H100 traces that no rule was written from (recorded by scripts/ and perflab profile)."""
+import os
 from pathlib import Path
+
+import pytest
 
 from perflab.doctor import diagnose
 
@@ -81,3 +84,14 @@ def test_gemms_faster_than_the_bench_say_at_or_above(tmp_path, monkeypatch):
     top = diagnose(trace).findings[0]
     assert top.id == "healthy" and top.evidence["gemm_pct_of_ceiling"] > 100
     assert "at or above the 763 TFLOP/s measured on this GPU" in top.summary
+
+
+def test_a_peer_trace_whose_first_convolution_is_cudnn_warm_up():
+    peer = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
+    path = peer / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    if not path.is_file():
+        pytest.skip("peer traces not available")
+    top = diagnose(path).findings[0]
+    w = top.evidence["warmup_in_window"]
+    assert top.id == "host-compute" and w["op"] == "aten::cudnn_convolution" and w["calls"] == 10
+    assert w["first_ms"] > 10_000 and w["median_ms"] < 2 and "warm-up" in top.summary

@@ -175,3 +175,26 @@ def test_unexplained_idle_is_gpu_idle(tmp_path):
     rep = report(tmp_path, b)
     assert rep.top.id == "gpu-idle" and rep.top.evidence["unexplained_idle_pct"] > 50
     assert "host-sync" not in serious(rep)
+
+
+def _host_steps(first_ms: float, later_ms: float, steps: int = 5):
+    b = synthetic.TraceBuilder()
+    for n in range(steps):
+        with b.step(n):
+            b.host("aten::cudnn_convolution", (first_ms if n == 0 else later_ms) * 1000)
+            for _ in range(10):
+                b.op("aten::mm", [(synthetic.GEMM, 200.0, (132, 1, 1), (384, 1, 1))], cpu_us=12.0)
+            b.synchronize()
+    return b
+
+
+def test_warm_up_inside_the_window_is_named(tmp_path):
+    top = report(tmp_path, _host_steps(first_ms=900.0, later_ms=6.0)).top
+    assert top.id == "host-compute" and top.evidence["warmup_in_window"]["op"] == "aten::cudnn_convolution"
+    assert top.evidence["warmup_in_window"]["calls"] == 5 and "warm-up" in top.summary
+    assert top.fix.startswith("First profile the steady state")
+
+
+def test_host_work_that_costs_the_same_every_step_is_not_warm_up(tmp_path):
+    top = report(tmp_path, _host_steps(first_ms=6.0, later_ms=6.0)).top
+    assert top.id == "host-compute" and "warmup_in_window" not in top.evidence and "warm-up" not in top.summary

@@ -140,3 +140,25 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
             exemplar.setdefault(name, r)
     names = sorted(amount, key=lambda k: -amount[k])[:top]
     return [(exemplar[k], amount[k]) for k in names]
+
+
+WARMUP_RATIO = 10.0       # a first call this many times the median of the later ones is warm-up
+WARMUP_MIN_US = 50_000.0  # and long enough to matter (50 ms)
+
+
+def first_call_outlier(trace: Trace, name: str) -> dict | None:
+    """Warm-up inside the profiled window: the first call of host op `name` takes >= WARMUP_RATIO x the
+    median of its later calls (lazy initialization, a cuDNN/cuBLAS plan or autotune, a compilation) and
+    at least WARMUP_MIN_US. Returns {op, calls, first_ms, median_ms, ratio} or None."""
+    if name not in trace.names:
+        return None
+    rows = _cpu_rows(trace)
+    rows = rows[trace.name[rows] == trace.names.index(name)]
+    if rows.size < 3:
+        return None
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
+    first, median = float(trace.dur[rows[0]]), float(np.median(trace.dur[rows[1:]]))
+    if first < WARMUP_MIN_US or first < WARMUP_RATIO * max(median, 1e-9):
+        return None
+    return {"op": name, "calls": int(rows.size), "first_ms": round(first / 1e3, 2), "median_ms": round(median / 1e3, 3),
+            "ratio": round(first / max(median, 1e-9), 1)}

@@ -78,19 +78,28 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 @rule
 def host_compute(ctx: Context) -> list[Finding]:
     gain = ctx.gaps.pct("host")
+    from perflab.analysis.host import first_call_outlier
+
     ops = ctx.gaps.examples.get("host_ops", [])
-    top = ""
+    top, warmup, fix_first = "", None, ""
     if ops:
         o = ops[0]
         share = 100.0 * o["overlap_us"] / max(sum(x["overlap_us"] for x in ops), 1e-9)
         top = (f"; the host is mostly inside {o['name']} ({share:.0f}% of that idle time; its longest call "
                f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
+        warmup = first_call_outlier(ctx.trace, o["name"])
+    if warmup:
+        top += (f". Its first call takes {warmup['first_ms']:,.0f} ms, the median of the other {warmup['calls'] - 1} "
+                f"is {warmup['median_ms']:.2f} ms: warm-up (lazy initialization, autotuning, compilation) is inside the "
+                "profiled window")
+        fix_first = ("First profile the steady state: run a few steps before profiling, or use "
+                     "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
-         "top_host_ops": [o["name"] for o in ops[:5]]},
-        "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
+         "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {})},
+        fix_first + "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
         "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
         "When the time is inside one framework op (a library building a plan or loading kernels for every "
         "new shape), keep shapes static (pad to fixed sizes, a static KV cache) or pick another backend.",
