@@ -86,12 +86,29 @@ def test_gemms_faster_than_the_bench_say_at_or_above(tmp_path, monkeypatch):
     assert "at or above the 763 TFLOP/s measured on this GPU" in top.summary
 
 
-def test_a_peer_trace_whose_first_convolution_is_cudnn_warm_up():
+def _peer(name):
     peer = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
-    path = peer / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
-    if not path.is_file():
+    if not (peer / name).is_file():
         pytest.skip("peer traces not available")
-    top = diagnose(path).findings[0]
+    return peer / name
+
+
+def test_a_peer_trace_whose_first_convolution_is_cudnn_warm_up():
+    top = diagnose(_peer("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")).findings[0]
     w = top.evidence["warmup_in_window"]
     assert top.id == "host-compute" and w["op"] == "aten::cudnn_convolution" and w["calls"] == 10
     assert w["first_ms"] > 10_000 and w["median_ms"] < 2 and "warm-up" in top.summary
+
+
+def test_host_time_inside_a_compiled_region_points_at_cuda_graphs():
+    top = diagnose(_peer("triton_example__triton_example.json.gz")).findings[0]
+    assert top.id == "host-compute" and top.evidence["top_host_ops"][0].startswith("Torch-Compiled Region")
+    assert 'mode="reduce-overhead"' in top.fix and "warmup_in_window" not in top.evidence
+
+
+def test_the_host_op_share_is_of_the_host_idle_time_and_worded_by_size():
+    # rank 0 of a sampled 128-rank job: many different host ops between its kernels, none holds most
+    top = diagnose(_peer("trace_filter__sampled_rank-0.json.gz")).findings[0]
+    assert top.id == "host-compute" and "the largest share of it is inside aten::_foreach_add_ (10%" in top.summary
+    top = diagnose(_peer("amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")).findings[0]
+    assert "the host is mostly inside aten::add_ (84% of that idle time" in top.summary

@@ -84,15 +84,20 @@ def host_compute(ctx: Context) -> list[Finding]:
     top, warmup, fix_first = "", None, ""
     if ops:
         o = ops[0]
-        share = 100.0 * o["overlap_us"] / max(sum(x["overlap_us"] for x in ops), 1e-9)
-        top = (f"; the host is mostly inside {o['name']} ({share:.0f}% of that idle time; its longest call "
+        share = min(100.0, 100.0 * o["overlap_us"] / max(ctx.gaps.by_cause.get("host", 0.0), 1e-9))
+        where = "the host is mostly inside" if share >= 50 else "the largest share of it is inside"
+        top = (f"; {where} {o['name']} ({share:.0f}% of that idle time; its longest call "
                f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
         warmup = first_call_outlier(ctx.trace, o["name"])
+        if o["name"].startswith("Torch-Compiled Region"):
+            fix_first = ("The host time is a torch.compile'd region's own overhead (guards, its Python wrapper, one "
+                         "launch per kernel): compile with mode=\"reduce-overhead\" (CUDA graphs) or give each call "
+                         "more work (a larger batch). ")
     if warmup:
         top += (f". Its first call takes {warmup['first_ms']:,.0f} ms, the median of the other {warmup['calls'] - 1} "
                 f"is {warmup['median_ms']:.2f} ms: warm-up (lazy initialization, autotuning, compilation) is inside the "
                 "profiled window")
-        fix_first = ("First profile the steady state: run a few steps before profiling, or use "
+        fix_first = fix_first + ("First profile the steady state: run a few steps before profiling, or use "
                      "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
     return _finding(
         "host-compute", gain,
