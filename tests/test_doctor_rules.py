@@ -198,3 +198,9 @@ def test_warm_up_inside_the_window_is_named(tmp_path):
 def test_host_work_that_costs_the_same_every_step_is_not_warm_up(tmp_path):
     top = report(tmp_path, _host_steps(first_ms=6.0, later_ms=6.0)).top
     assert top.id == "host-compute" and "warmup_in_window" not in top.evidence and "warm-up" not in top.summary
+
+
+def test_launch_overhead_quotes_the_median_kernel(tmp_path):
+    top = report(tmp_path, synthetic.launch_bound(steps=3, ops=200)).top
+    assert top.id == "launch-overhead"
+    assert f"half of them shorter than {top.evidence['median_kernel_us']:.1f} µs" in top.summary

@@ -61,7 +61,8 @@ def launch_overhead(ctx: Context) -> list[Finding]:
     launches = ctx.launches
     return _finding(
         "launch-overhead", gain,
-        f"{launches['kernels_per_step']:.0f} kernels per step averaging {launches['kernel_us']['mean']:.1f} µs: "
+        f"{launches['kernels_per_step']:.0f} kernels per step, half of them shorter than "
+        f"{launches['kernel_us']['p50']:.1f} µs (mean {launches['kernel_us']['mean']:.1f} µs): "
         f"the CPU cannot launch them as fast as the GPU runs them; short gaps between kernels leave the GPU "
         f"idle ~{gain:.0f}% of step time.",
         {**_idle_evidence(ctx), "kernels_per_step": launches["kernels_per_step"],
