@@ -73,7 +73,8 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
     for i, (p, status) in enumerate(rows, 1):
         replay = "" if (p.artifacts / "measurements.json").is_file() else ", no replay yet"
         if compact:
-            tags = p.taxonomy[0] + (f" +{len(p.taxonomy) - 1}" if len(p.taxonomy) > 1 else "")
+            planted = p.check.planted or p.taxonomy[0]
+            tags = planted + (f" +{len(p.taxonomy) - 1}" if len(p.taxonomy) > 1 else "")
             t.add_row(str(i), p.id, tags, ("GPU" if p.requirements.gpu else "CPU ok")
                       + (", unrecorded" if replay else ""),
                       status or "-")
