@@ -28,8 +28,9 @@ def cpu_trace(tmp_path, steps, name="slow.trace.json.gz"):
     for n, (length, parts) in enumerate(steps, start=1):
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": TID,
                        "ts": t0, "dur": length})
-        for cat, ev_name, start, dur in parts:
-            events.append({"ph": "X", "cat": cat, "name": ev_name, "pid": 1, "tid": TID, "ts": t0 + start, "dur": dur})
+        for cat, ev_name, start, dur, *tid in parts:   # an optional 5th item: another thread
+            events.append({"ph": "X", "cat": cat, "name": ev_name, "pid": 1, "tid": tid[0] if tid else TID,
+                           "ts": t0 + start, "dur": dur})
         t0 += length
     # after the last step (the profiler's own teardown): the steps are not cut short by the trace's end
     events.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": TID, "ts": t0 + 5, "dur": 1})
@@ -63,16 +64,35 @@ def test_time_split_python_ops_and_frames(tmp_path):
     assert s["steps"] == 2 and s["window_us"] == pytest.approx(2000.0)
     # python: 800 µs before step 1's op; step 1's last 50 µs run on into step 2's 800 µs (one stretch
     # of 850, the steps are back to back); only step 2's last 50 µs are a short stretch (dispatch)
-    assert s["pct"] == pytest.approx({"dataloader": 0.0, "ops": 15.0, "python": 85.0, "host": 82.5, "dispatch": 2.5})
+    assert s["pct"] == pytest.approx({"dataloader": 0.0, "comm": 0.0, "ops": 15.0, "python": 85.0, "host": 82.5,
+                                      "dispatch": 2.5})
     frames = {f["where"]: f["python_us"] for f in s["top_python_frames"]}
     # featurize's own 600 µs; the builtin's 190 µs stays with its caller (step), with step's 60 µs of its own
     assert frames == pytest.approx({"workload.py:featurize": 1200.0, "workload.py:step": 500.0})
     assert s["top_python_frames"][0]["where"] == "workload.py:featurize"
 
 
+GLOO_STEP = (1000.0, [
+    ("cpu_op", "aten::mm", 0.0, 300.0),
+    ("user_annotation", "gloo:all_reduce", 200.0, 600.0, 99),   # on gloo's worker thread
+    ("cpu_op", "aten::mm", 500.0, 100.0),                       # compute beside it: hidden comm
+])
+
+
+def test_time_split_comm_is_waiting_for_a_collective_on_any_thread(tmp_path):
+    s = split_of(cpu_trace(tmp_path, [GLOO_STEP, GLOO_STEP, GLOO_STEP]))
+    # per step: ops 400 µs; the all-reduce 200-800 minus the ops beside it (200-300, 500-600): 400 µs
+    assert s["pct"]["ops"] == pytest.approx(40.0) and s["pct"]["comm"] == pytest.approx(40.0)
+    assert s["pct"]["python"] == pytest.approx(20.0) and s["comm_ops"] == ["gloo:all_reduce"]
+    top = cpu_findings(load(tmp_path / "slow.trace.json.gz"))[0]
+    assert top.id == "comm-not-overlapped" and top.gain_pct == pytest.approx(40.0)
+    assert "waits in collectives (gloo:all_reduce) 40%" in top.summary
+
+
 def test_time_split_dataloader_includes_its_ops(tmp_path):
     s = split_of(cpu_trace(tmp_path, [LOADER_STEP]))
-    assert s["pct"] == pytest.approx({"dataloader": 70.0, "ops": 20.0, "python": 10.0, "host": 0.0, "dispatch": 10.0})
+    assert s["pct"] == pytest.approx({"dataloader": 70.0, "comm": 0.0, "ops": 20.0, "python": 10.0, "host": 0.0,
+                                      "dispatch": 10.0})
     assert s["top_python_frames"] == []
 
 

@@ -7,6 +7,9 @@ inside the analysis windows, on the thread that runs the steps, each moment is
 - dataloader: inside DataLoader iteration (its `enumerate(DataLoader)#...__next__` range), ops
   included (collate, transforms);
 - ops: inside a torch operator (cpu_op) outside the DataLoader: the model's arithmetic;
+- comm: neither, while a collective is in flight on any thread (a `gloo:all_reduce`/`nccl:*` range,
+  a `record_param_comms` or `c10d::` op; gloo runs them on worker threads): the step waits for
+  communication that no compute hides;
 - python: neither: interpreter time around the ops, split by the length of each stretch between
   two ops: ``host`` (a stretch of at least LONG_PYTHON_US: featurizing in Python loops, building
   tensors from lists) and ``dispatch`` (shorter stretches: the eager path's own overhead between
@@ -32,6 +35,7 @@ from perflab.trace.model import CPU_OP, PYTHON, STEP_RE, USER_ANNOTATION, Trace
 TOP_FRAMES = 5
 LONG_PYTHON_US = 200.0
 _SOURCE_FRAME = re.compile(r"^(.*\.py)\((\d+)\): (.+)$")
+_COMM = re.compile(r"^(gloo|nccl|mpi|ucc):|^record_param_comms$|^c10d::")
 
 
 def step_thread(trace: Trace) -> int:
@@ -58,16 +62,27 @@ def _split(trace: Trace, windows: Windows) -> dict:
                          & ~trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None))
     loader = dataloader(trace)
     loader_in = intersect(win, (loader.s, loader.e))
+    # collectives on any thread (gloo and async NCCL run them on worker threads): time the step thread
+    # spends neither in the DataLoader nor in an op while one is in flight is time it waits for them
+    comm_rows = np.flatnonzero(np.isin(trace.kind, (USER_ANNOTATION, CPU_OP)) & (trace.dur > 0)
+                               & trace.name_table_mask(lambda n: _COMM.match(n.strip()) is not None))
+    comm = merge(trace.ts[comm_rows], trace.end[comm_rows])
     ops_in = intersect(win, difference((trace.ts[ops], trace.end[ops]), (loader.s, loader.e)))
-    busy = merge(np.concatenate((loader_in[0], ops_in[0])), np.concatenate((loader_in[1], ops_in[1])))
+    comm_in = intersect(win, difference(comm, merge(np.concatenate((loader.s, ops_in[0])),
+                                                    np.concatenate((loader.e, ops_in[1])))))
+    busy = merge(np.concatenate((loader_in[0], comm_in[0], ops_in[0])),
+                 np.concatenate((loader_in[1], comm_in[1], ops_in[1])))
     python = intersect(win, complement(busy[0], busy[1], windows.lo, windows.hi)) if total > 0 else busy
     long = (python[1] - python[0]) >= LONG_PYTHON_US
-    us = {"dataloader": _len(loader_in), "ops": _len(ops_in), "python": _len(python),
+    us = {"dataloader": _len(loader_in), "comm": _len(comm_in), "ops": _len(ops_in), "python": _len(python),
           "host": _len((python[0][long], python[1][long])), "dispatch": _len((python[0][~long], python[1][~long]))}
     pct = {k: (100.0 * v / total if total > 0 else 0.0) for k, v in us.items()}
-    parts = {"dataloader": loader_in, "ops": ops_in, "python": python,
+    parts = {"dataloader": loader_in, "comm": comm_in, "ops": ops_in, "python": python,
              "host": (python[0][long], python[1][long]), "dispatch": (python[0][~long], python[1][~long])}
-    return {"thread": tid, "window_us": total, "steps": len(windows.steps), "us": us, "pct": pct,
+    names = trace.name[comm_rows]
+    by_name = np.bincount(names, weights=trace.dur[comm_rows]) if names.size else np.zeros(0)
+    comm_ops = [trace.names[int(k)] for k in np.argsort(-by_name, kind="stable")[:3] if by_name[k] > 0]
+    return {"thread": tid, "window_us": total, "steps": len(windows.steps), "us": us, "pct": pct, "comm_ops": comm_ops,
             "typical_pct": _typical(trace, windows, parts, pct), "top_python_frames": _frames(trace, tid, python)}
 
 

@@ -62,9 +62,10 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
               "ranks": [t.rank for t in traces], "rank": trace.rank,
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps)}}
-    if gpu_rows(trace).size == 0:
-        return Report(source=source, verdict="No GPU activity in this trace (a CPU-only profile): nothing for the "
-                      "GPU doctor to diagnose.", findings=[], analyses={"summary": ctx.summary})
+    if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
+        from perflab.doctor.cpu import cpu_report
+
+        return cpu_report(trace, Report(source=source, verdict="", findings=[], analyses={"summary": ctx.summary}))
     findings = rank_findings(run_rules(ctx))
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {

@@ -1,15 +1,17 @@
 """Host-side findings for a CPU-only trace (no GPU events): the CPU is the device.
 
-The GPU rules need a device timeline; a CPU-only profile has none, so `diagnose` returns no
-findings for it. These rules read analysis.cpu_host instead and name the same taxonomy ids with the
+The GPU rules need a device timeline; a CPU-only profile has none. These rules read analysis.cpu_host instead and name the same taxonomy ids with the
 same severity scale (share of step time a fix could give back; here the median step's share, so
 one step stretched by a busy machine does not decide):
 
 - input-pipeline: the step thread sits in DataLoader iteration;
 - host-compute: the step thread runs Python that is not tensor ops, in stretches long enough
-  (analysis.cpu_host.LONG_PYTHON_US) not to be the dispatch overhead between small ops.
+  (analysis.cpu_host.LONG_PYTHON_US) not to be the dispatch overhead between small ops;
+- comm-not-overlapped: the step thread waits in collectives of a CPU process group (gloo), with
+  nothing else to do meanwhile.
 
-The fix checker uses them to re-check a CPU-checkable puzzle (requirements.gpu = false) on a machine
+`perflab doctor` uses them for any CPU-only trace (a CPU inference or a gloo job); the fix checker
+uses them to re-check a CPU-checkable puzzle (requirements.gpu = false) on a machine
 without a GPU.
 """
 from __future__ import annotations
@@ -38,6 +40,14 @@ def cpu_findings(trace: Trace, step: int | None = None) -> list[Finding]:
         {**evidence, "top_python_frames": [f["name"] for f in frames]},
         "Replace the Python loops by tensor ops on the whole batch (vectorize), precompute what does not "
         "change between steps, or move the work off the step's critical path.")
+    findings += significant(
+        "comm-not-overlapped", pct.get("comm", 0.0),
+        f"The step thread waits in collectives ({', '.join(split['comm_ops'][:2]) or 'communication'}) "
+        f"{pct.get('comm', 0.0):.0f}% of step time, with no compute beside them.",
+        evidence,
+        "Overlap the collectives with compute (async_op=True and wait just before the result is used; DDP's "
+        "bucketed all-reduce during backward), send fewer and larger messages, or use a faster backend "
+        "(NCCL on GPUs; on CPUs, fewer processes per node or shared memory).")
     return rank(findings)
 
 
@@ -45,14 +55,15 @@ def _evidence(split: dict) -> dict:
     return {"cpu_only": True, "steps": split["steps"], "step_time_ms": split["window_us"] / 1e3 / max(split["steps"], 1),
             "ops_pct": split["pct"]["ops"], "python_pct": split["pct"]["python"],
             "long_python_pct": split["pct"]["host"], "dispatch_pct": split["pct"]["dispatch"],
-            "dataloader_pct": split["pct"]["dataloader"],
+            "dataloader_pct": split["pct"]["dataloader"], "comm_pct": split["pct"].get("comm", 0.0),
             "median_step_pct": {k: round(v, 2) for k, v in split["typical_pct"].items()}}
 
 
 def cpu_report(trace: Trace, report: Report) -> Report:
     """The doctor's (empty) report of a CPU-only trace, with the CPU-side findings and their numbers."""
     findings = cpu_findings(trace)
-    verdict = findings[0].summary if findings else "CPU-only trace: no host-side bottleneck above low."
+    verdict = ("CPU-only trace (no GPU activity): " + findings[0].summary if findings else
+               "CPU-only trace (no GPU activity): no host-side bottleneck above low.")
     split = cpu_time_split(trace, analysis_windows(trace))
     return Report(source=report.source, verdict=verdict, findings=findings,
                   analyses={**report.analyses, "cpu_time_split": split})
