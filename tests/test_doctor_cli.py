@@ -127,6 +127,14 @@ def test_doctor_on_peer_traces(capsys):
             assert rep.findings == [] and "no host-side bottleneck" in rep.verdict
 
 
+@pytest.mark.skipif(not PEER.is_dir(), reason="peer traces not available")
+def test_doctor_prints_where_a_cpu_only_step_goes(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["doctor", str(PEER / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "CPU only; step thread: ops 0%, comm 85%, dataloader 0%, python 15%" in out and "GPU busy" not in out
+
+
 NCU_DATA = Path(__file__).parent / "data" / "ncu"
 
 

@@ -30,7 +30,12 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(where + "]", style="dim"))
     console.print(Text(report.verdict, style="bold"))
     summary = report.analyses.get("summary") if report.analyses else None
-    if summary:
+    split = report.analyses.get("cpu_time_split") if report.analyses else None
+    if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
+        shares = ", ".join(f"{k} {split['pct'].get(k, 0.0):.0f}%" for k in ("ops", "comm", "dataloader", "python"))
+        console.print(Text(f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, CPU only; step thread: "
+                           f"{shares}", style="dim"))
+    elif summary:
         console.print(Text(
             f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, GPU busy {summary['gpu_busy_pct']:.1f}%, "
             f"{summary['kernels_per_step']:.0f} kernels/step (mean {summary['mean_kernel_us']:.1f} µs), "
