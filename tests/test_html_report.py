@@ -212,3 +212,15 @@ def test_templates_ship_with_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "src/perflab" in project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
     assert any(d.startswith("jinja2") for d in project["project"]["dependencies"])
+
+
+def test_a_cpu_only_report_shows_where_the_step_thread_goes(tmp_path):
+    from perflab.trace import synthetic
+
+    b = synthetic.TraceBuilder()
+    for n in range(3):
+        with b.step(n):
+            b.host("aten::mm", 300.0)
+            b.python(700.0)
+    html = report_html(diagnose(b.write(tmp_path / "cpu.json")))   # host work only: no GPU event
+    assert "step thread: ops" in html and "step thread: python" in html and "GPU busy" not in html

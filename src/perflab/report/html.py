@@ -100,9 +100,13 @@ def finding_view(f: Any) -> dict[str, Any]:
             "events": [{"name": e.name, "ts_ms": e.ts_us / 1e3, "dur_us": e.dur_us} for e in f.events[:8]]}
 
 
-def _stats(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _stats(summary: dict[str, Any], split: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     if not summary:
         return []
+    if split:  # a CPU-only trace: where the step thread's time goes
+        return [("step time (median)", svg.fmt(summary.get("step_time_ms", float("nan")), "ms")),
+                ("profiled steps", str(summary.get("steps", "-")))] + \
+               [(f"step thread: {k}", svg.fmt(split["pct"].get(k, 0.0), "%")) for k in ("ops", "comm", "dataloader", "python")]
     syncs = summary.get("syncs") or {}
     return [("step time (median)", svg.fmt(summary.get("step_time_ms", float("nan")), "ms")),
             ("GPU busy", svg.fmt(summary.get("gpu_busy_pct", float("nan")), "%")),
@@ -254,7 +258,7 @@ def report_context(report: Any) -> dict[str, Any]:
     kind = report.source.get("kind", "")
     summary = (report.analyses or {}).get("summary") or {}
     return {"source": report.source, "kind": kind, "verdict": report.verdict,
-            "findings": [finding_view(f) for f in report.findings], "stats": _stats(summary),
+            "findings": [finding_view(f) for f in report.findings], "stats": _stats(summary, (report.analyses or {}).get("cpu_time_split")),
             "kineto": _kineto_charts(report) if kind == "kineto" and report.analyses else None,
             "ncu": _ncu_section(report), "memory": _memory_section(report)}
 
