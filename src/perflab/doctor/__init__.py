@@ -61,7 +61,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     ctx = Context.build(trace, step=step, ranks=traces)
     source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
               "ranks": [t.rank for t in traces], "rank": trace.rank,
-              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps)}}
+              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), **_cut_short(trace, ctx.windows)}}
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
         from perflab.doctor.cpu import cpu_report
 
@@ -98,6 +98,23 @@ def _pick_rank(traces: list[Trace], rank: int | None) -> Trace:
         if t.rank == rank:
             return t
     raise PerflabError(f"no trace for rank {rank} (ranks: {', '.join(str(t.rank) for t in traces)})")
+
+
+def _cut_short(trace: Trace, windows) -> dict:
+    """A note when the ProfilerStep ranges last far longer than what was recorded in them (prof.step() called
+    long after the work, profiling stopped inside a step): the analysis covers only the recorded part."""
+    from perflab.analysis.windows import profiler_steps
+
+    steps = profiler_steps(trace)
+    keep = [i for i, n in enumerate(steps.number.tolist()) if n in set(windows.steps)]
+    if windows.kind != "steps" or not keep:
+        return {}
+    annotated = float((steps.end[keep] - steps.start[keep]).sum())
+    if annotated <= 0 or windows.total >= 0.5 * annotated:
+        return {}
+    return {"analysed_ms": round(windows.total / 1e3, 3), "annotated_ms": round(annotated / 1e3, 3),
+            "note": f"the ProfilerStep ranges last {annotated / 1e3:,.2f} ms but their recorded activity ends after "
+                    f"{windows.total / 1e3:,.2f} ms: percentages are of the recorded part"}
 
 
 def _verdict(findings: list[Finding]) -> str:

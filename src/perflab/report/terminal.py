@@ -29,6 +29,8 @@ def render_report(report: Report, console: Console | None = None, *, events: int
         where += f"; rank {src.get('rank')} of ranks {src.get('ranks')}"
     console.print(Text(where + "]", style="dim"))
     console.print(Text(report.verdict, style="bold"))
+    if (src.get("window") or {}).get("note"):
+        console.print(Text("note: " + src["window"]["note"], style="yellow"))
     summary = report.analyses.get("summary") if report.analyses else None
     split = report.analyses.get("cpu_time_split") if report.analyses else None
     if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
