@@ -3,6 +3,7 @@ the roofline and memory sections, and never replacing a file without --force. Th
 browser: test_html_browser.py."""
 import itertools
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -224,3 +225,13 @@ def test_a_cpu_only_report_shows_where_the_step_thread_goes(tmp_path):
             b.python(700.0)
     html = report_html(diagnose(b.write(tmp_path / "cpu.json")))   # host work only: no GPU event
     assert "step thread: ops" in html and "step thread: python" in html and "GPU busy" not in html
+
+
+def test_the_window_note_reaches_the_page():
+    peer = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
+    path = peer / "triton_example__triton_example.json.gz"
+    if not path.is_file():
+        pytest.skip("peer traces not available")
+    html = report_html(diagnose(path))
+    assert 'id="window-note"' in html and "percentages are of the recorded part" in html
+    assert 'id="window-note"' not in report_html(diagnose(Path(__file__).parent / "data" / "kineto" / "h100_healthy_gemm.trace.json.gz"))
