@@ -67,6 +67,11 @@ def gemm_work(trace: Trace, windows: Windows) -> dict:
     return per_windows(trace, "gemm_work", windows, _gemm_work)
 
 
+def dominant_path(work: dict) -> str:
+    """The precision path of a gemm_work result with the most GEMM kernel time."""
+    return max(work["by_path"], key=lambda p: work["by_path"][p]["us"])
+
+
 def _gemm_work(trace: Trace, windows: Windows) -> dict:
     rows = window_gpu_rows(trace, windows)
     rows = rows[trace.kind[rows] == KERNEL]

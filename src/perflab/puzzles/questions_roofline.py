@@ -19,10 +19,8 @@ FIELDS = ("intensity", "bound", "pct_of_roof", "flops_per_s", "dram_bytes_per_s"
           "dram_bytes", "duration_s")
 
 
-def recorded_ceilings(ev: Any) -> Any:
-    """The roofs of the recording's ceilings.json (a `perflab bench` result from the recording's GPU)."""
-    from perflab.analysis.roofline import ceilings_from
-
+def recorded_ceilings_doc(ev: Any) -> dict:
+    """The recording's ceilings.json (a `perflab bench` result from the recording's GPU), checked to have results."""
     path = ev.folder / "ceilings.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -31,7 +29,14 @@ def recorded_ceilings(ev: Any) -> Any:
     except (OSError, ValueError, AttributeError):
         raise PerflabError(f"no measured ceilings in {path} (copy a `perflab bench` result from the recording's "
                            "GPU there)") from None
-    return ceilings_from(data)
+    return data
+
+
+def recorded_ceilings(ev: Any) -> Any:
+    """The roofs of the recording's ceilings.json."""
+    from perflab.analysis.roofline import ceilings_from
+
+    return ceilings_from(recorded_ceilings_doc(ev))
 
 
 def roofline_model(ev: Any, variant: str) -> Any:

@@ -2,17 +2,17 @@
 
 FLOPs come from the recorded shapes of the matmul ops (analysis/matmul_work.py), time from their kernels,
 and the ceiling is the matmul throughput `perflab bench` measured on the recording's GPU, shipped as the
-recording's `ceilings.json` (questions_roofline.recorded_ceilings): never the datasheet, and never a
+recording's `ceilings.json` (analysis.gemm_roof.measured_matmul_roof): never the datasheet, and never a
 ceiling of another GPU. Registered into questions.ANALYSES on import, like every analysis.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from perflab.analysis.matmul_work import dominant_path
 from perflab.errors import PerflabError
 from perflab.puzzles.questions import Computed, analysis
-from perflab.puzzles.questions_roofline import recorded_ceilings
-from perflab.puzzles.replay import read_json
+from perflab.puzzles.questions_roofline import recorded_ceilings_doc
 
 FIELDS = ("tflops", "pct_of_ceiling", "step_tflops", "step_pct_of_ceiling", "headroom_pct", "gflop_per_step",
           "gemm_ms_per_step", "ceiling_tflops")
@@ -28,15 +28,12 @@ def gemm_work_of(ev: Any, variant: str) -> dict:
 
 def _ceiling(ev: Any, path: str, device: str) -> tuple[float, str]:
     """The measured roof of the path (FLOP/s) and where it was measured; refuses a datasheet value and a
-    ceiling measured on another GPU than the trace's."""
-    roof = recorded_ceilings(ev).compute.get(path)
-    if roof is None or not roof.source.startswith("measured"):
-        raise PerflabError(f"{ev.folder / 'ceilings.json'} has no measured {path} matmul ceiling (run `perflab bench` "
-                           "on the recording's GPU and copy its result there)")
-    gpu = str(read_json(ev.folder / "ceilings.json").get("manifest", {}).get("gpu") or "")
-    if gpu and device and gpu != device:
-        raise PerflabError(f"the ceilings in {ev.folder / 'ceilings.json'} were measured on {gpu}, the trace was "
-                           f"recorded on {device}: measure them on the recording's GPU (`perflab bench`)")
+    ceiling measured on another GPU than the trace's (analysis.gemm_roof.measured_matmul_roof)."""
+    from perflab.analysis.gemm_roof import measured_matmul_roof
+
+    roof, why_not = measured_matmul_roof(recorded_ceilings_doc(ev), path, device)
+    if roof is None:
+        raise PerflabError(f"{ev.folder / 'ceilings.json'}: {why_not}")
     return roof.value, roof.source
 
 
@@ -53,7 +50,7 @@ def gemm_speed_of_light(ev: Any, field: str = "pct_of_ceiling", variant: str = "
     where = f"the recorded {variant} trace"
     if not work["by_path"]:
         raise PerflabError(f"no matrix multiply with recorded shapes in {where} (profile with record_shapes=True)")
-    path = path or max(work["by_path"], key=lambda p: work["by_path"][p]["us"])
+    path = path or dominant_path(work)
     if path not in work["by_path"]:
         raise PerflabError(f"no {path} matrix multiply in {where} (paths: {', '.join(sorted(work['by_path']))})")
     s = ev.summary(variant)
