@@ -16,15 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from perflab.puzzles import catalog  # noqa: E402
+from perflab.puzzles import catalog, replay  # noqa: E402
 
 
 def row(p) -> tuple[str, bool]:
-    art = p.folder / "artifacts"
-    if not (art / "measurements.json").exists():
+    if not replay.is_recorded(p):
         return f"| {p.id} | — | not recorded | | | | |", False
-    m = json.loads((art / "measurements.json").read_text())
-    gpu = json.loads((art / "manifest.json").read_text()).get("gpu") or "?"
+    m = replay.read_json(p.artifacts / "measurements.json")
+    gpu = replay.read_json(p.artifacts / "manifest.json").get("gpu") or "?"
     sp, check = m.get("speedup") or {}, m.get("check") or {}
     sol, st = check.get("solution") or {}, check.get("starter") or {}
     ok = bool(sol.get("passed")) and st.get("passed") is False

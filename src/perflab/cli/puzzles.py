@@ -59,7 +59,7 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
     if as_json:
         print(json.dumps({"schema": "perflab.list/1", "puzzles": [
             {"id": p.id, "title": p.title, "level": p.level, "order": p.order, "taxonomy": list(p.taxonomy),
-             "gpu": p.requirements.gpu, "recorded": (p.artifacts / "measurements.json").is_file(), "status": status}
+             "gpu": p.requirements.gpu, "recorded": replay.is_recorded(p), "status": status}
             for p, status in rows]}, indent=2))
         return
     console = _console()
@@ -71,16 +71,14 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
     for col in cols:
         t.add_column(col, no_wrap=compact, min_width=len(col))
     for i, (p, status) in enumerate(rows, 1):
-        replay = "" if (p.artifacts / "measurements.json").is_file() else ", no replay yet"
+        recorded = replay.is_recorded(p)
         if compact:
-            planted = p.check.planted or p.taxonomy[0]
-            tags = planted + (f" +{len(p.taxonomy) - 1}" if len(p.taxonomy) > 1 else "")
-            t.add_row(str(i), p.id, tags, ("GPU" if p.requirements.gpu else "CPU ok")
-                      + (", unrecorded" if replay else ""),
-                      status or "-")
+            tags = p.check.planted + (f" +{len(p.taxonomy) - 1}" if len(p.taxonomy) > 1 else "")
+            gpu = ("GPU" if p.requirements.gpu else "CPU ok") + ("" if recorded else ", unrecorded")
+            t.add_row(str(i), p.id, tags, gpu, status or "-")
         else:
-            t.add_row(str(i), p.id, p.title, str(p.level), ", ".join(p.taxonomy), _gpu_words(p) + replay,
-                      status or "-")
+            gpu = _gpu_words(p) + ("" if recorded else ", no replay yet")
+            t.add_row(str(i), p.id, p.title, str(p.level), ", ".join(p.taxonomy), gpu, status or "-")
     console.print(t if rows else Text(f"no puzzles{' tagged ' + tag if tag else ''}"))
 
 
@@ -94,7 +92,7 @@ def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     console.print(Markdown(p.story.strip()))
     console.print(Text.assemble(("\nQuestion: ", "bold"), p.question.strip()))
     console.print(Text.assemble(("Look at: ", "bold"), p.look_at.strip(), f"  (tools: {', '.join(p.tools) or '-'})"))
-    recorded = (p.artifacts / "measurements.json").is_file()
+    recorded = replay.is_recorded(p)
     console.print(Text.assemble(("Runs on: ", "bold"), "a CUDA GPU" if p.requirements.gpu else "a GPU or the CPU",
                                 "; without one, `run` replays the recorded evidence" if recorded else
                                 "; not recorded yet, so nothing to replay without one"))

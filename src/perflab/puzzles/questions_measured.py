@@ -9,7 +9,6 @@ from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.puzzles.questions import Computed, analysis
-from perflab.puzzles.replay import read_json
 
 TIMER_METHODS = ("host", "host_sync", "events")
 ENERGY_FIELDS = ("joules_per_call", "joules_per_item", "millijoules_per_item", "mean_power_w", "gflop_per_joule",
@@ -17,11 +16,7 @@ ENERGY_FIELDS = ("joules_per_call", "joules_per_item", "millijoules_per_item", "
 
 
 def _timers(ev: Any, variant: str) -> dict:
-    data = read_json(ev.folder / f"{variant}.timers.json")
-    if not data.get("methods"):
-        raise PerflabError(f"no {variant}.timers.json in {ev.folder}: record it on a GPU machine with "
-                           "`python3 scripts/record_artifacts.py`")
-    return data
+    return ev.require_json(f"{variant}.timers.json", "methods", f"{variant}.timers.json")
 
 
 def _method(data: dict, method: str, variant: str) -> dict:
@@ -78,11 +73,7 @@ def timer_ratio(ev: Any, part: str, variant: str = "slow", numerator: str = "eve
 
 
 def _energy(ev: Any, variant: str) -> dict:
-    data = read_json(ev.folder / f"{variant}.energy.json")
-    if not data.get("energy"):
-        raise PerflabError(f"no {variant}.energy.json in {ev.folder}: record it on a GPU machine with "
-                           "`python3 scripts/record_artifacts.py`")
-    return data
+    return ev.require_json(f"{variant}.energy.json", "energy", f"{variant}.energy.json")
 
 
 def _energy_field(data: dict, field: str) -> float:

@@ -133,13 +133,7 @@ def collective_metric(ev: Any, field: str, variant: str = "slow", kind: str = ""
 
 # -- the batch sweep at 1 and N ranks (sweep.json) --------------------------------------------------------
 def _sweep(ev: Any) -> dict[str, Any]:
-    from perflab.puzzles.replay import read_json
-
-    data = read_json(ev.folder / "sweep.json")
-    if not data.get("gpus"):
-        raise PerflabError(f"no multi-GPU batch sweep in {ev.folder}: record it on the GPU machine with "
-                           "`python3 scripts/record_artifacts.py`")
-    return data
+    return ev.require_json("sweep.json", "gpus", "multi-GPU batch sweep")
 
 
 def _sweep_points(doc: dict[str, Any], gpus: int) -> list[dict[str, Any]]:

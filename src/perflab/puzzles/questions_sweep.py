@@ -9,7 +9,6 @@ from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.puzzles.questions import Computed, analysis
-from perflab.puzzles.replay import read_json
 from perflab.toolkit import batch_sweep
 
 FIELDS = ("batch", "latency_ms", "forward_ms", "throughput")
@@ -17,11 +16,8 @@ SOURCE = "the recorded batch-size sweep (sweep.json)"
 
 
 def _sweep(ev: Any) -> dict[str, Any]:
-    data = read_json(ev.folder / "sweep.json")
-    if not data.get("points"):
-        raise PerflabError(f"no batch-size sweep in {ev.folder}: record it on a GPU machine with "
-                           "`python3 scripts/record_batch_sweep.py`")
-    return data
+    return ev.require_json("sweep.json", "points", "batch-size sweep",
+                           "record it on a GPU machine with `python3 scripts/record_batch_sweep.py`")
 
 
 def _field(field: str) -> str:

@@ -92,6 +92,14 @@ class Evidence:
             raise PerflabError(f"no measurements.json in {display_path(self.folder)}: {self._record_hint()}")
         return data
 
+    def require_json(self, name: str, key: str, what: str, how: str = "") -> dict[str, Any]:
+        """A recorded JSON artifact (`name` in the recording) that must have `key`; else a one-line error
+        saying what is missing and how to record it (`how`, default: scripts/record_artifacts.py)."""
+        data = read_json(self.folder / name)
+        if not data.get(key):
+            raise PerflabError(f"no {what} in {display_path(self.folder)}: {how or self._record_hint()}")
+        return data
+
     def has(self, variant: str) -> bool:
         return trace_file(self.folder, variant).is_file() or ranks_dir(self.folder, variant).is_dir()
 
@@ -141,6 +149,11 @@ class Evidence:
     def _record_hint(self) -> str:
         who = f" {self.puzzle_id}" if self.puzzle_id else ""
         return f"record it on a GPU machine with `python3 scripts/record_artifacts.py{who}`"
+
+
+def is_recorded(puzzle: Puzzle) -> bool:
+    """Whether the puzzle ships a recording to replay (its measurements.json)."""
+    return (puzzle.artifacts / "measurements.json").is_file()
 
 
 def recording(puzzle: Puzzle) -> Evidence:
