@@ -103,11 +103,15 @@ def _pick_rank(traces: list[Trace], rank: int | None) -> Trace:
 def _cut_short(trace: Trace, windows) -> dict:
     """A note when the ProfilerStep ranges last far longer than what was recorded in them (prof.step() called
     long after the work, profiling stopped inside a step): the analysis covers only the recorded part."""
+    import numpy as np
+
     from perflab.analysis.windows import profiler_steps
 
+    if windows.kind != "steps":
+        return {}
     steps = profiler_steps(trace)
-    keep = [i for i, n in enumerate(steps.number.tolist()) if n in set(windows.steps)]
-    if windows.kind != "steps" or not keep:
+    keep = np.isin(steps.number, np.asarray(windows.steps, dtype=np.int64))
+    if not keep.any():
         return {}
     annotated = float((steps.end[keep] - steps.start[keep]).sum())
     if annotated <= 0 or windows.total >= 0.5 * annotated:

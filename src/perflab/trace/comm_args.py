@@ -113,7 +113,7 @@ _MARKERS = (b"Collective name", b"nccl:")
 
 
 def block_records(raw: bytes | memoryview) -> list[CommRecord]:
-    data = bytes(raw)
+    data = bytes(raw)  # `in` on bytes is the fastest search here (faster than a regex over the memoryview)
     if not any(m in data for m in _MARKERS):  # most blocks of a large trace: skip the decode
         return []
     try:

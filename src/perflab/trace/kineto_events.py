@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 import msgspec
 import numpy as np
 
+from perflab.trace.comm_args import block_records
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION, kind_of_category
 
 Num = Union[int, float, str]
@@ -158,8 +159,6 @@ class ColumnBuilder:
             events = [loose_event(e) for e in _loose_decoder.decode(raw)]
         self.add(events)
         if self.comm is not None:
-            from perflab.trace.comm_args import block_records
-
             self.comm.extend(block_records(raw))
 
     def _kinds(self, cat_ids: np.ndarray) -> np.ndarray:

@@ -78,9 +78,9 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 
 @rule
 def host_compute(ctx: Context) -> list[Finding]:
-    gain = ctx.gaps.pct("host")
     from perflab.analysis.host import first_call_outlier
 
+    gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
     top, warmup, fix_first = "", None, ""
     if ops:
@@ -98,8 +98,8 @@ def host_compute(ctx: Context) -> list[Finding]:
         top += (f". Its first call takes {warmup['first_ms']:,.0f} ms, the median of the other {warmup['calls'] - 1} "
                 f"is {warmup['median_ms']:.2f} ms: warm-up (lazy initialization, autotuning, compilation) is inside the "
                 "profiled window")
-        fix_first = fix_first + ("First profile the steady state: run a few steps before profiling, or use "
-                     "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
+        fix_first += ("First profile the steady state: run a few steps before profiling, or use "
+                      "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
@@ -267,14 +267,16 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     roof = _gemm_roof(ctx) if top_type == "gemm" else None
     if roof and roof["tflops"] is not None:
         evidence.update({f"gemm_{k}": v for k, v in roof.items()})
-        if roof["pct_of_ceiling"] is not None:
-            pct = roof["pct_of_ceiling"]
+        pct = roof["pct_of_ceiling"]
+        if pct is not None:
             where = (f"at or above the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU ({pct:.0f}%)"
                      if pct >= 100 else f"{pct:.0f}% of the {roof['ceiling_tflops']:,.0f} TFLOP/s measured on this GPU")
             summary += f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s, {where}"
-            summary += ": at the speed of light." if pct >= 80 else "."
-            if roof["pct_of_ceiling"] < 80:
-                fix = (f"Nothing at the system level, but the GEMMs reach only {roof['pct_of_ceiling']:.0f}% of the "
+            if pct >= 80:
+                summary += ": at the speed of light."
+            else:
+                summary += "."
+                fix = (f"Nothing at the system level, but the GEMMs reach only {pct:.0f}% of the "
                        "measured matmul ceiling: check their shapes (multiples of 64/128, tile quantization), "
                        "layouts and precision, and profile the top GEMMs with Nsight Compute.")
         else:
