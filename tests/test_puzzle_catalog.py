@@ -77,7 +77,7 @@ def test_shipped_questions_compute_and_the_doctor_sees_the_planted_finding(puzzl
         if q.analysis == "doctor_top_id":  # the answer the puzzle teaches must be one of its own tags
             assert computed.value in puzzle.taxonomy, (q.key, computed.value, computed.evidence)
     planted = puzzle.check.planted
-    if puzzle.check.metric != "time":  # a memory puzzle: the memory doctor on the recorded snapshots
+    if puzzle.check.metric not in ("time", "overhead"):  # a memory puzzle: the memory doctor on the recorded snapshots
         from perflab.puzzles.questions_memory import memory_report
 
         slow, fixed = ({f.id: f.severity for f in reversed(memory_report(ev, v).findings)}  # the top one wins
@@ -86,6 +86,9 @@ def test_shipped_questions_compute_and_the_doctor_sees_the_planted_finding(puzzl
         slow = {f.id: f.severity for f in ev.report("slow").findings}
         fixed = {f.id: f.severity for f in ev.report("solution").findings}
     assert slow.get(planted) in ("high", "medium"), slow
+    if puzzle.check.metric == "overhead":  # the fix keeps the host work and profiles it cheaply: its measure is the
+        assert ev.measurements()["check"]["solution"]["passed"]  # recorded overhead check, not a dropped finding
+        return
     assert fixed.get(planted) not in ("high", "medium"), fixed
 
 

@@ -177,7 +177,8 @@ def test_the_recording_tells_the_story():
     ev = replay.recording(p)
     assert ev.report("slow").findings[0].id == "launch-overhead"
     fixed = ev.report("solution")
-    assert [f.id for f in fixed.findings] == ["healthy"], [(f.id, f.severity, f.gain_pct) for f in fixed.findings]
+    assert fixed.findings[0].id == "healthy", [(f.id, f.severity, f.gain_pct) for f in fixed.findings]
+    assert all(f.severity in ("info", "low") for f in fixed.findings)  # the H100 recording: a low gpu-idle note
     assert ev.summary("solution")["gpu_busy_pct"] > 90
     assert sol(ev, "pct_of_ceiling").value > 80 and sol(ev, "headroom_pct").value < 10
     assert sol(ev, "step_pct_of_ceiling", variant="slow").value < 25
