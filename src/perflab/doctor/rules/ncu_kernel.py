@@ -201,7 +201,8 @@ def register_spill(ctx: KernelContext) -> Finding | None:
 @kernel_rule
 def atomic_contention(ctx: KernelContext) -> Finding | None:
     """Atomics piling onto a few addresses: the busiest L2 slice's atomic unit
-    (lts__d_atomic_input_cycles_active.max) far above the average slice, while the kernel is slow."""
+    (lts__d_atomic_input_cycles_active.max) far above the average slice, and either saturated or the
+    only thing the kernel keeps busy."""
     n_atomic = sum(v or 0 for v in (ctx.m("smsp__sass_inst_executed_op_global_atom.sum"),
                                      ctx.m("smsp__sass_inst_executed_op_global_red.sum")))
     if n_atomic <= 0:
@@ -211,13 +212,16 @@ def atomic_contention(ctx: KernelContext) -> Finding | None:
     mem_instr = n_atomic + sum(v or 0 for v in (ctx.m("smsp__sass_inst_executed_op_global_ld.sum"),
                                                  ctx.m("smsp__sass_inst_executed_op_global_st.sum")))
     atomic_share = n_atomic / mem_instr if mem_instr else 0.0
+    busy = max(ctx.mem_pct, ctx.compute_pct)
+    # many atomics in a kernel that keeps every unit idle: updates of one address wait for each other's
+    # read-modify-write, so the hot slice's unit can be far from saturated while nothing else runs
+    starved = atomic_share >= 0.1 and busy < 30
     if hot is not None and avg is not None:
-        if hot < 40 or hot < 4 * max(avg, 1e-9):
+        if hot < 4 * max(avg, 1e-9) or (hot < 40 and not starved):
             return None
-        gain = hot * (1 - avg / hot)
-    else:  # without the per-slice counter: many atomics in a kernel that keeps every unit idle
-        busy = max(ctx.mem_pct, ctx.compute_pct)
-        if atomic_share < 0.1 or busy >= 30:
+        gain = hot * (1 - avg / hot) if hot >= 40 else 100 - busy / 0.8
+    else:  # without the per-slice counter
+        if not starved:
             return None
         gain = 100 - busy / 0.8
     return make(ctx, "atomic-contention", gain,
