@@ -86,6 +86,21 @@ def test_gemms_faster_than_the_bench_say_at_or_above(tmp_path, monkeypatch):
     assert "at or above the 763 TFLOP/s measured on this GPU" in top.summary
 
 
+def test_ceilings_saved_beside_the_trace_come_before_this_machines(tmp_path, monkeypatch):
+    # a recording's folder carries the ceilings of the GPU it was recorded on (a puzzle's artifacts/ceilings.json)
+    import shutil
+
+    monkeypatch.setenv("PERFLAB_HOME", str(tmp_path / "home"))
+    _save_ceilings(tmp_path / "home", lambda d: d["manifest"].update(gpu="NVIDIA A100-SXM4-80GB"))
+    trace = tmp_path / "run" / "h100_healthy_gemm.trace.json.gz"
+    trace.parent.mkdir()
+    shutil.copy(DATA / trace.name, trace)
+    assert "A100" in diagnose(trace).findings[0].evidence["gemm_ceiling_note"]  # nothing beside it: this machine's
+    _save_ceilings(trace.parent)
+    top = diagnose(trace).findings[0]
+    assert top.evidence["gemm_ceiling_tflops"] == 763.3 and "at the speed of light" in top.summary
+
+
 def _peer(name):
     peer = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
     if not (peer / name).is_file():

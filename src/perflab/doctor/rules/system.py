@@ -86,9 +86,13 @@ def host_compute(ctx: Context) -> list[Finding]:
     if ops:
         o = ops[0]
         share = min(100.0, 100.0 * o["overlap_us"] / max(ctx.gaps.by_cause.get("host", 0.0), 1e-9))
-        where = "the host is mostly inside" if share >= 50 else "the largest share of it is inside"
-        top = (f"; {where} {o['name']} ({share:.0f}% of that idle time; its longest call "
-               f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
+        if share >= 10:
+            where = "the host is mostly inside" if share >= 50 else "the largest share of it is inside"
+            top = (f"; {where} {o['name']} ({share:.0f}% of that idle time; its longest call "
+                   f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
+        else:  # no op holds the idle time: it is Python between the ops, which the op list cannot name
+            top = (f"; no recorded op holds it (the top one, {o['name']}, {share:.0f}%): it is Python code between "
+                   "ops (with_stack=True or a sampler such as py-spy names the functions)")
         warmup = first_call_outlier(ctx.trace, o["name"])
         if o["name"].startswith("Torch-Compiled Region"):
             fix_first = ("The host time is a torch.compile'd region's own overhead (guards, its Python wrapper, one "
@@ -285,12 +289,18 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
 
 
 def _gemm_roof(ctx: Context) -> dict | None:
+    """GEMM TFLOP/s against the ceilings saved beside the trace (a recording's folder, such as a puzzle's
+    artifacts/ceilings.json), else the ones `perflab bench` saved on this machine."""
+    from pathlib import Path
+
     from perflab.analysis.gemm_roof import gemm_vs_ceiling
     from perflab.errors import PerflabError
-    from perflab.toolkit.bench import load_ceilings
+    from perflab.toolkit.bench import CEILINGS_FILE, load_ceilings
 
+    trace_path = ctx.trace.meta.get("path")
+    beside = Path(trace_path).parent / CEILINGS_FILE if trace_path else None
     try:
-        ceilings = load_ceilings()
+        ceilings = load_ceilings(beside if beside is not None and beside.is_file() else None)
     except PerflabError:  # a broken ceilings file must not break the diagnosis: compare with nothing
         ceilings = None
     return gemm_vs_ceiling(ctx.trace, ctx.windows, ceilings)
