@@ -166,6 +166,27 @@ def planted_evidence(puzzle: Puzzle, trace: Path) -> Evidence:
     return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace))
 
 
+def profiled_evidence(puzzle: Puzzle, fix: Any, fix_state: Any, device: str, out_dir: Path) -> Evidence:
+    """The doctor on a profile of the fix. When the planted finding still shows, two more profiles are
+    taken and two of the three decide: a 1 ms step is short enough for one stray host pause (a thread
+    descheduled for 3 ms inside an aten::add) to decide one profile, never all of them."""
+    def one(name: str) -> Evidence:
+        trace = replay.trace_file(out_dir, name)
+        runner.profile_steps(fix, fix_state, device, trace, warmup=1, steps=puzzle.profile.steps,
+                             with_stack=puzzle.profile.with_stack)
+        return planted_evidence(puzzle, trace)
+
+    first = one("mine")
+    if first.ok:
+        return first
+    seen = [first, one("mine.2")]
+    if seen[1].ok:
+        seen.append(one("mine.3"))
+    still = sum(not e.ok for e in seen)
+    return Evidence(ok=still < 2, planted=first.planted, trace=first.trace,
+                    found=first.found + [f"{first.planted} blocking in {still} of {len(seen)} profiles"])
+
+
 def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: int | None = None,
           reps: int | None = None, on_phase: OnPhase | None = None) -> CheckResult:
     """Run the three stages in order; later stages run only when correctness holds."""
@@ -209,16 +230,13 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
         result.slow, result.fixed = stats.summary(slow), stats.summary(fast)
         result.speed = stats.speedup_verdict(slow, fast, puzzle.check.speedup)
         phase("profiling")
-        trace = replay.trace_file(out_dir, "mine")
-        runner.profile_steps(fix, fix_state, device, trace, warmup=1, steps=puzzle.profile.steps,
-                             with_stack=puzzle.profile.with_stack)
+        result.evidence = profiled_evidence(puzzle, fix, fix_state, device, out_dir)
     except PerflabError:
         raise
     except Exception as exc:  # the fix crashed on a later step: a failed check, said in one line
         stage = "timing" if result.speed is None else "re-profiling"
         result.correctness = Correctness(False, seed, f"crashed while {stage}: {type(exc).__name__}: {exc}")
         return result
-    result.evidence = planted_evidence(puzzle, trace)
     if "ncu" in puzzle.tools and result.speed.passed:  # kernel puzzles: the planted finding is an ncu one
         from perflab.puzzles import ncu_evidence
 
