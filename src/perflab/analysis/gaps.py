@@ -17,7 +17,8 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   with no launch at all).
 - queued: the next kernel was already queued and the gap is only the device's own start-up
   latency between kernels (< 30 µs, HTA's "kernel wait"): a cost of tiny kernels, not of the host.
-- other: queued work that still did not start (waiting on another stream, event or rank).
+- other: queued work that still did not start (waiting on another stream, event or rank), or the
+  host inside torch.profiler's own frames (prof.step(): the measurement, not the workload).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.host import dataloader, host_work, memcpy_calls, ops_holding_gaps
+from perflab.analysis.host import dataloader, host_work, memcpy_calls, ops_holding_gaps, profiler_bookkeeping
 from perflab.analysis.intervals import Coverage, merge
 from perflab.analysis.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.memcpy import direction, is_pageable
@@ -146,6 +147,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     quiet &= ~(host_wait & (length <= LAUNCH_GAP_MAX_US)) | long_quiet
     waiting_for_host = ~queued  # with work already queued, what the host does is beside the point
     cause[waiting_for_host & quiet] = HOST
+    cause[waiting_for_host & (profiler_bookkeeping(trace).covered(gs, ge) >= MAJORITY * length)] = OTHER
     cause[waiting_for_host & in_loader] = INPUT
     call_copy, in_copy_call = _copy_in_call(trace, copies, gs, ge)
     in_copy_call &= waiting_for_host

@@ -11,6 +11,7 @@ from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, Trace, USER_AN
 
 _DATALOADER = re.compile(r"DataLoader|dataloader|_DataLoaderIter|data_loader", re.I)
 _MEMCPY_CALL = re.compile(r"(cuda|hip|cu)Memcpy", re.I)
+_PROFILER_FRAME = re.compile(r"^torch/(profiler/|autograd/profiler)")
 MAJORITY = 0.5
 
 
@@ -68,6 +69,16 @@ def dataloader(trace: Trace) -> Coverage:
         sel = rows[_named(trace, rows, _DATALOADER)]
         return Coverage(trace.ts[sel], trace.end[sel])
     return trace.cached("dataloader", compute)
+
+
+def profiler_bookkeeping(trace: Trace) -> Coverage:
+    """Time inside torch.profiler's own Python frames (prof.step() between steps, stopping the trace):
+    the measurement's cost, not the workload's. Only traces recorded with_stack=True name them."""
+    def compute() -> Coverage:
+        rows = np.flatnonzero(trace.kind == PYTHON)
+        sel = rows[_named(trace, rows, _PROFILER_FRAME)] if rows.size else rows
+        return Coverage(trace.ts[sel], trace.end[sel])
+    return trace.cached("profiler_bookkeeping", compute)
 
 
 def memcpy_calls(trace: Trace) -> np.ndarray:
@@ -162,3 +173,29 @@ def first_call_outlier(trace: Trace, name: str) -> dict | None:
         return None
     return {"op": name, "calls": int(rows.size), "first_ms": round(first / 1e3, 2), "median_ms": round(median / 1e3, 3),
             "ratio": round(first / max(median, 1e-9), 1)}
+
+
+STRAY_RATIO = 20.0      # one call this many times the median of the others, when no other call comes close,
+STRAY_MIN_US = 1_000.0  # and at least 1 ms: the thread was most likely descheduled, not working
+
+
+def stray_call_outlier(trace: Trace, name: str) -> dict | None:
+    """One call of host op `name` (not the first: that is warm-up) lasting >= STRAY_RATIO x the median of
+    its other calls and >= STRAY_MIN_US, while no other call reaches 5x the median: an op that is short
+    every other time, stalled once (a thread descheduled on a busy host, a page fault storm).
+    Returns {op, calls, longest_ms, median_ms, ratio} or None."""
+    if name not in trace.names:
+        return None
+    rows = _cpu_rows(trace)
+    rows = rows[trace.name[rows] == trace.names.index(name)]
+    if rows.size < 4:
+        return None
+    durs = trace.dur[rows[np.argsort(trace.ts[rows], kind="stable")]].astype(float)
+    i = 1 + int(np.argmax(durs[1:]))
+    longest, median = float(durs[i]), float(np.median(np.delete(durs[1:], i - 1)))
+    if longest < STRAY_MIN_US or longest < STRAY_RATIO * max(median, 1e-9):
+        return None
+    if int(np.count_nonzero(durs >= 5 * max(median, 1e-9))) > 1:  # the first call included: two stalls are a pattern
+        return None
+    return {"op": name, "calls": int(rows.size), "longest_ms": round(longest / 1e3, 2),
+            "median_ms": round(median / 1e3, 3), "ratio": round(longest / max(median, 1e-9), 1)}

@@ -78,11 +78,11 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 
 @rule
 def host_compute(ctx: Context) -> list[Finding]:
-    from perflab.analysis.host import first_call_outlier
+    from perflab.analysis.host import first_call_outlier, stray_call_outlier
 
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
-    top, warmup, fix_first = "", None, ""
+    top, warmup, stray, fix_first = "", None, None, ""
     if ops:
         o = ops[0]
         share = min(100.0, 100.0 * o["overlap_us"] / max(ctx.gaps.by_cause.get("host", 0.0), 1e-9))
@@ -94,6 +94,7 @@ def host_compute(ctx: Context) -> list[Finding]:
             top = (f"; no recorded op holds it (the top one, {o['name']}, {share:.0f}%): it is Python code between "
                    "ops (with_stack=True or a sampler such as py-spy names the functions)")
         warmup = first_call_outlier(ctx.trace, o["name"])
+        stray = None if warmup else stray_call_outlier(ctx.trace, o["name"])
         if o["name"].startswith("Torch-Compiled Region"):
             fix_first = ("The host time is a torch.compile'd region's own overhead (guards, its Python wrapper, one "
                          "launch per kernel): compile with mode=\"reduce-overhead\" (CUDA graphs) or give each call "
@@ -104,11 +105,17 @@ def host_compute(ctx: Context) -> list[Finding]:
                 "profiled window")
         fix_first += ("First profile the steady state: run a few steps before profiling, or use "
                       "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
+    if stray:
+        top += (f". One of its {stray['calls']} calls takes {stray['longest_ms']:.2f} ms, the median of the others "
+                f"{stray['median_ms']:.3f} ms: a thread descheduled on a busy host looks like this")
+        fix_first += ("First profile again (more steps, a quieter machine): if that one stalled call goes, so does "
+                      "most of this finding. ")
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
-         "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {})},
+         "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
+         **({"stray_call": stray} if stray else {})},
         fix_first + "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
         "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
         "When the time is inside one framework op (a library building a plan or loading kernels for every "
