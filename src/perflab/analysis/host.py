@@ -153,6 +153,15 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
     return [(exemplar[k], amount[k]) for k in names]
 
 
+def _call_durations(trace: Trace, name: str) -> np.ndarray:
+    """µs of every call of host op `name`, in call order (empty when the trace has none)."""
+    if name not in trace.names:
+        return np.empty(0)
+    rows = _cpu_rows(trace)
+    rows = rows[trace.name[rows] == trace.names.index(name)]
+    return trace.dur[rows[np.argsort(trace.ts[rows], kind="stable")]].astype(float)
+
+
 WARMUP_RATIO = 10.0       # a first call this many times the median of the later ones is warm-up
 WARMUP_MIN_US = 50_000.0  # and long enough to matter (50 ms)
 
@@ -161,17 +170,13 @@ def first_call_outlier(trace: Trace, name: str) -> dict | None:
     """Warm-up inside the profiled window: the first call of host op `name` takes >= WARMUP_RATIO x the
     median of its later calls (lazy initialization, a cuDNN/cuBLAS plan or autotune, a compilation) and
     at least WARMUP_MIN_US. Returns {op, calls, first_ms, median_ms, ratio} or None."""
-    if name not in trace.names:
+    durs = _call_durations(trace, name)
+    if durs.size < 3:
         return None
-    rows = _cpu_rows(trace)
-    rows = rows[trace.name[rows] == trace.names.index(name)]
-    if rows.size < 3:
-        return None
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
-    first, median = float(trace.dur[rows[0]]), float(np.median(trace.dur[rows[1:]]))
+    first, median = float(durs[0]), float(np.median(durs[1:]))
     if first < WARMUP_MIN_US or first < WARMUP_RATIO * max(median, 1e-9):
         return None
-    return {"op": name, "calls": int(rows.size), "first_ms": round(first / 1e3, 2), "median_ms": round(median / 1e3, 3),
+    return {"op": name, "calls": int(durs.size), "first_ms": round(first / 1e3, 2), "median_ms": round(median / 1e3, 3),
             "ratio": round(first / max(median, 1e-9), 1)}
 
 
@@ -184,18 +189,14 @@ def stray_call_outlier(trace: Trace, name: str) -> dict | None:
     its other calls and >= STRAY_MIN_US, while no other call reaches 5x the median: an op that is short
     every other time, stalled once (a thread descheduled on a busy host, a page fault storm).
     Returns {op, calls, longest_ms, median_ms, ratio} or None."""
-    if name not in trace.names:
+    durs = _call_durations(trace, name)
+    if durs.size < 4:
         return None
-    rows = _cpu_rows(trace)
-    rows = rows[trace.name[rows] == trace.names.index(name)]
-    if rows.size < 4:
-        return None
-    durs = trace.dur[rows[np.argsort(trace.ts[rows], kind="stable")]].astype(float)
     i = 1 + int(np.argmax(durs[1:]))
     longest, median = float(durs[i]), float(np.median(np.delete(durs[1:], i - 1)))
     if longest < STRAY_MIN_US or longest < STRAY_RATIO * max(median, 1e-9):
         return None
     if int(np.count_nonzero(durs >= 5 * max(median, 1e-9))) > 1:  # the first call included: two stalls are a pattern
         return None
-    return {"op": name, "calls": int(rows.size), "longest_ms": round(longest / 1e3, 2),
+    return {"op": name, "calls": int(durs.size), "longest_ms": round(longest / 1e3, 2),
             "median_ms": round(median / 1e3, 3), "ratio": round(longest / max(median, 1e-9), 1)}
