@@ -140,7 +140,7 @@ def test_ncu_nvtx_option_parses_and_reaches_the_ncu_command(tmp_path):
 # --- rules on the fixtures -------------------------------------------------------------------------
 
 def test_gemm_dims_read_k_and_batch_from_nvtx():
-    from perflab.doctor.rules.ncu_kernel import gemm_dims, gemm_shape
+    from perflab.analysis.gemm_shapes import gemm_dims, gemm_shape
 
     assert gemm_dims(["gemm_bf16 M=264 N=264 K=4096 batch=256"]) == {"M": 264, "N": 264, "K": 4096, "batch": 256}
     assert gemm_dims(["outer", "M=10 N=20"]) == {"M": 10, "N": 20}

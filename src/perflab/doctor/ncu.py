@@ -6,7 +6,8 @@ from pathlib import Path
 
 from perflab.analysis.roofline import Ceilings, load_ceilings, roofline
 from perflab.doctor.finding import Report, rank
-from perflab.doctor.rules.ncu_kernel import KernelContext, diagnose_kernel
+from perflab.doctor.rules.ncu_context import KernelContext
+from perflab.doctor.rules.ncu_kernel import diagnose_kernel
 from perflab.trace.ncu import NcuProfile, load
 
 

@@ -8,89 +8,10 @@ outrank the thing that actually limits the kernel. A metric the report lacks mak
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
-from typing import Callable
 
-from perflab.analysis.roofline import RooflinePoint
+from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
-from perflab.trace.ncu import KernelProfile
-
-AT_ROOF_PCT = 80.0        # the brief's (and common) definition of "at the roof": >= 80 % of a peak
-MAX_GAIN = 90.0
-GEMM_NAME = re.compile(r"gemm|matmul|(^|[_:])mm([_<(]|$)|bmm|simt|f32f32|conv|dot_product", re.I)
-
-
-@dataclass
-class KernelContext:
-    k: KernelProfile
-    point: RooflinePoint
-    share: float                # this kernel's share of the profiled GPU time (0..1)
-    tensor_roof_flops: float = 494.7e12   # the TF32 tensor roof (ceilings); datasheet H100 SXM by default
-
-    def m(self, *names: str) -> float | None:
-        return self.k.first(*names)
-
-    @property
-    def dram_pct(self) -> float:
-        return self.m("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                      "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                      "dram__cycles_active.avg.pct_of_peak_sustained_elapsed") or 0.0
-
-    @property
-    def l1_pct(self) -> float:
-        return self.m("l1tex__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0
-
-    @property
-    def l2_pct(self) -> float:
-        return self.m("lts__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0
-
-    @property
-    def mem_pct(self) -> float:
-        """The busiest memory unit (L1, L2 or DRAM), as ncu's Memory Throughput."""
-        return max(self.m("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed") or 0.0,
-                   self.dram_pct, self.l1_pct, self.l2_pct)
-
-    @property
-    def compute_pct(self) -> float:
-        """The busiest compute resource over the kernel's whole duration (elapsed, not active cycles:
-        SMs left idle by a tail count against it): SM throughput, or the tensor / FMA pipe."""
-        return max(self.m("sm__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0,
-                   self.m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active") or 0.0,
-                   self.m("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active") or 0.0)
-
-    @property
-    def l2_read_hit_pct(self) -> float | None:
-        return self.m("lts__t_sector_op_read_hit_rate.pct", "lts__t_sector_hit_rate.pct")
-
-
-def severity_for(gain: float) -> str:
-    return "high" if gain >= 30 else "medium" if gain >= 10 else "low" if gain >= 3 else "info"
-
-
-def make(ctx: KernelContext, fid: str, kernel_gain: float, evidence: dict, fix: str, summary: str) -> Finding:
-    """A finding whose gain is the kernel's gain weighted by the kernel's share of the profiled time."""
-    kernel_gain = max(0.0, min(MAX_GAIN, kernel_gain))
-    gain = round(kernel_gain * ctx.share, 1)
-    ev = {"kernel": ctx.k.name, "kernel_time_share_pct": round(100 * ctx.share, 1),
-          "kernel_gain_pct": round(kernel_gain, 1)}
-    ev.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items() if v is not None})
-    return Finding(id=fid, severity=severity_for(gain), gain_pct=gain, evidence=ev, fix=fix,
-                   summary=f"{ctx.k.name}: {summary}")
-
-
-RULES: list[Callable[[KernelContext], Finding | None]] = []
-
-
-def kernel_rule(fn: Callable[[KernelContext], Finding | None]):
-    RULES.append(fn)
-    return fn
-
-
-def _ratio(num: float | None, den: float | None) -> float | None:
-    return num / den if num is not None and den else None
+from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, GEMM_NAME, RULES, KernelContext, kernel_rule, make, ratio
 
 
 def global_excess(ctx: KernelContext) -> tuple[float | None, str]:
@@ -102,7 +23,7 @@ def global_excess(ctx: KernelContext) -> tuple[float | None, str]:
     ideal = ctx.m("memory_l2_theoretical_sectors_global_ideal")
     if total and ideal is not None:
         return max(0.0, (total - ideal) / total), "memory_l2_theoretical_sectors_global vs _ideal"
-    spr = _ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
+    spr = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
                  ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
     if spr:
         return max(0.0, 1 - 4 / spr), "l1tex global load sectors per request vs 4 (approximate)"
@@ -120,18 +41,18 @@ def access_pattern(ctx: KernelContext) -> Finding | None:
     if excess is None or excess < 0.25 or ctx.mem_pct < 20:
         return None
     hit = ctx.l2_read_hit_pct
-    spr_ld = _ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
-    spr_st = _ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"))
+    spr_ld = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
+    spr_st = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"))
     stores = spr_st is not None and spr_st > 2 * max(spr_ld or 0, 4)  # the waste is in the stores
     # L2 fetches 64 B per miss; ~2 missed sectors per requested one = isolated 32-byte touches (scatter)
     miss = ctx.m("lts__t_sectors_srcunit_tex_aperture_device_op_read_lookup_miss.sum")
     req = ctx.m("lts__t_sectors_srcunit_tex_op_read.sum")
     req_hit = ctx.m("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
-    overfetch = _ratio(miss, (req - req_hit) if req is not None and req_hit is not None else None)
+    overfetch = ratio(miss, (req - req_hit) if req is not None and req_hit is not None else None)
     ev = {"excess_sector_pct": 100 * excess, "measured_by": how, "l2_read_hit_pct": hit,
           "l2_miss_overfetch": overfetch, "sectors_per_store_request": spr_st,
           "memory_throughput_pct": ctx.mem_pct, "dram_throughput_pct": ctx.dram_pct,
-          "sectors_per_load_request": _ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
+          "sectors_per_load_request": ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
                                              ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))}
     gain = 100 * excess * ctx.mem_pct / 100
     if not stores and hit is not None and hit < 50 and (overfetch is None or overfetch >= 1.5):
@@ -376,64 +297,6 @@ def kernel_work_flops(ctx: KernelContext) -> dict[str, float]:
 
 def _simt(ctx: KernelContext) -> dict[str, float]:
     return {p: v for p, v in kernel_work_flops(ctx).items() if not p.startswith("tensor_")}
-
-
-TILE_IN_NAME = (re.compile(r"tile(?:size)?_?(\d+)x(\d+)", re.I), re.compile(r"(?:^|_)(\d{2,3})x(\d{2,3})(?:x\d+)?(?:_|$)"))
-SHAPE_MNK = re.compile(r"\bM\s*=\s*(\d+).*?\bN\s*=\s*(\d+)", re.S)
-TORCH_SIZES = re.compile(r"aten::(mm|bmm|matmul|addmm|baddbmm|linear)\b.*?sizes\s*=\s*(\[\[.*?\]\])", re.S)
-
-
-def gemm_tile(name: str) -> tuple[int, int] | None:
-    for pat in TILE_IN_NAME:
-        m = pat.search(name)
-        if m:
-            return int(m.group(1)), int(m.group(2))
-    return None
-
-
-def gemm_shape(nvtx: list[str]) -> tuple[int, int] | None:
-    """(M, N) from NVTX ranges: 'M=.. N=..' or torch emit_nvtx(record_shapes=True) 'sizes = [[..]]'."""
-    dims = gemm_dims(nvtx)
-    return (dims["M"], dims["N"]) if dims else None
-
-
-SHAPE_K = re.compile(r"\bK\s*=\s*(\d+)")
-SHAPE_BATCH = re.compile(r"\bbatch\s*=\s*(\d+)", re.I)
-
-
-def gemm_dims(nvtx: list[str]) -> dict[str, int] | None:
-    """{M, N} and, where the range says so, K and batch, from the innermost NVTX range naming a GEMM shape:
-    'M=.. N=.. K=.. batch=..' or torch emit_nvtx(record_shapes=True) 'aten::mm ... sizes = [[..]]'."""
-    import ast
-    from math import prod
-
-    for text in reversed(nvtx):  # innermost last
-        m = SHAPE_MNK.search(text)
-        if m:
-            dims = {"M": int(m.group(1)), "N": int(m.group(2))}
-            for key, pat in (("K", SHAPE_K), ("batch", SHAPE_BATCH)):
-                found = pat.search(text)
-                if found:
-                    dims[key] = int(found.group(1))
-            return dims
-        t = TORCH_SIZES.search(text)
-        if t:
-            try:
-                sizes = [s for s in ast.literal_eval(t.group(2)) if s]
-            except (ValueError, SyntaxError):
-                continue
-            op = t.group(1)
-            if op == "linear" and len(sizes) >= 2:
-                x, w = sizes[0], sizes[1]
-                return {"M": prod(x[:-1]) if len(x) > 1 else 1, "N": w[0], "K": x[-1]}
-            mats = [s for s in sizes if len(s) >= 2][-2:]
-            if len(mats) == 2:
-                a, b = mats
-                dims = {"M": a[-2], "N": b[-1], "K": a[-1]}
-                if len(a) > 2:
-                    dims["batch"] = prod(a[:-2])
-                return dims
-    return None
 
 
 @kernel_rule
