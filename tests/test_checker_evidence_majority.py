@@ -12,11 +12,15 @@ PUZZLE = SimpleNamespace(id="p", profile=SimpleNamespace(steps=4, with_stack=Fal
 
 def run(monkeypatch, tmp_path, verdicts):
     profiled, queue = [], list(verdicts)
-    monkeypatch.setattr(checker.runner, "profile_steps", lambda fix, state, device, trace, **kw: profiled.append(trace.name))
+
+    def profile(name):
+        profiled.append(name)
+        return checker.replay.trace_file(tmp_path, name)
+
     monkeypatch.setattr(checker, "planted_evidence",
                         lambda puzzle, trace: checker.Evidence(ok=queue.pop(0), planted="x", found=["x (high)"],
                                                                trace=str(trace)))
-    return checker.profiled_evidence(PUZZLE, None, None, "cpu", tmp_path), profiled
+    return checker.profiled_evidence(PUZZLE, profile), [checker.replay.trace_file(tmp_path, n).name for n in profiled]
 
 
 def test_a_clean_first_profile_decides_alone(monkeypatch, tmp_path):

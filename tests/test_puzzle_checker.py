@@ -50,6 +50,24 @@ def test_a_crashing_fix_fails_in_one_line(puzzle, tmp_path):
     assert r.correctness.message.startswith("setup() raised ZeroDivisionError")
 
 
+def test_a_fix_crashing_while_profiled_fails_in_one_line_but_a_doctor_error_is_not_blamed_on_it(puzzle, tmp_path,
+                                                                                               monkeypatch):
+    def crash(*a, **kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(checker.runner, "profile_steps", crash)
+    r = run_check(puzzle, tmp_path, SOLUTION)
+    assert not r.passed and r.correctness.message == "crashed while re-profiling: RuntimeError: boom"
+    monkeypatch.undo()
+
+    def doctor_bug(puzzle, trace):
+        raise KeyError("a doctor bug")
+
+    monkeypatch.setattr(checker, "planted_evidence", doctor_bug)
+    with pytest.raises(KeyError, match="a doctor bug"):
+        run_check(puzzle, tmp_path, SOLUTION)
+
+
 def test_tolerance_by_dtype_and_override(puzzle):
     assert checker.tolerance("bfloat16", puzzle) == checker.DTYPE_TOLERANCES["bfloat16"]
     assert checker.tolerance("int64", puzzle) == (0.0, 0.0)

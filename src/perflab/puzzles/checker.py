@@ -166,22 +166,21 @@ def planted_evidence(puzzle: Puzzle, trace: Path) -> Evidence:
     return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace))
 
 
-def profiled_evidence(puzzle: Puzzle, fix: Any, fix_state: Any, device: str, out_dir: Path) -> Evidence:
-    """The doctor on a profile of the fix. When the planted finding still shows, two more profiles are
-    taken and two of the three decide: a 1 ms step is short enough for one stray host pause (a thread
-    descheduled for 3 ms inside an aten::add) to decide one profile, never all of them."""
-    def one(name: str) -> Evidence:
-        trace = replay.trace_file(out_dir, name)
-        runner.profile_steps(fix, fix_state, device, trace, warmup=1, steps=puzzle.profile.steps,
-                             with_stack=puzzle.profile.with_stack)
-        return planted_evidence(puzzle, trace)
+class _StepCrashed(Exception):
+    """The fix's step() raised while it was profiled (its cause is the learner's exception)."""
 
-    first = one("mine")
+
+def profiled_evidence(puzzle: Puzzle, profile: Callable[[str], Path]) -> Evidence:
+    """The doctor on a profile of the fix (`profile(name)` records one and returns its trace). When the
+    planted finding still shows, two more profiles are taken and two of the three decide: a 1 ms step is
+    short enough for one stray host pause (a thread descheduled for 3 ms inside an aten::add) to decide
+    one profile, never all of them."""
+    first = planted_evidence(puzzle, profile("mine"))
     if first.ok:
         return first
-    seen = [first, one("mine.2")]
+    seen = [first, planted_evidence(puzzle, profile("mine.2"))]
     if seen[1].ok:
-        seen.append(one("mine.3"))
+        seen.append(planted_evidence(puzzle, profile("mine.3")))
     still = sum(not e.ok for e in seen)
     return Evidence(ok=still < 2, planted=first.planted, trace=first.trace,
                     found=first.found + [f"{first.planted} blocking in {still} of {len(seen)} profiles"])
@@ -224,17 +223,33 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
         del ref_state, fix_state  # measured one at a time in a drained allocator
         phase("memory")
         return check_memory(puzzle, ref, fix, result, out_dir, device=device, seed=seed)
+    def profile(name: str) -> Path:
+        trace = replay.trace_file(out_dir, name)
+        try:
+            runner.profile_steps(fix, fix_state, device, trace, warmup=1, steps=puzzle.profile.steps,
+                                 with_stack=puzzle.profile.with_stack)
+        except PerflabError:
+            raise
+        except Exception as exc:  # the learner's code; the doctor's own errors must not read as theirs
+            raise _StepCrashed from exc
+        return trace
+
     try:
         phase("timing")
         slow, fast = time_pair(ref, ref_state, fix, fix_state, device, reps or puzzle.check.reps)
         result.slow, result.fixed = stats.summary(slow), stats.summary(fast)
         result.speed = stats.speedup_verdict(slow, fast, puzzle.check.speedup)
         phase("profiling")
-        result.evidence = profiled_evidence(puzzle, fix, fix_state, device, out_dir)
+        result.evidence = profiled_evidence(puzzle, profile)
     except PerflabError:
         raise
     except Exception as exc:  # the fix crashed on a later step: a failed check, said in one line
-        stage = "timing" if result.speed is None else "re-profiling"
+        if isinstance(exc, _StepCrashed):
+            stage, exc = "re-profiling", exc.__cause__
+        elif result.speed is None:
+            stage = "timing"
+        else:
+            raise  # not the fix's step: a bug of ours, with its traceback
         result.correctness = Correctness(False, seed, f"crashed while {stage}: {type(exc).__name__}: {exc}")
         return result
     if "ncu" in puzzle.tools and result.speed.passed:  # kernel puzzles: the planted finding is an ncu one
