@@ -76,7 +76,7 @@ def profiler_bookkeeping(trace: Trace) -> Coverage:
     the measurement's cost, not the workload's. Only traces recorded with_stack=True name them."""
     def compute() -> Coverage:
         rows = np.flatnonzero(trace.kind == PYTHON)
-        sel = rows[_named(trace, rows, _PROFILER_FRAME)] if rows.size else rows
+        sel = rows[_named(trace, rows, _PROFILER_FRAME)]
         return Coverage(trace.ts[sel], trace.end[sel])
     return trace.cached("profiler_bookkeeping", compute)
 

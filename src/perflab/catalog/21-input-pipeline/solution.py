@@ -69,7 +69,7 @@ class RawBatches:
 
     def __getitem__(self, indices):
         first, last = indices[0], indices[-1]
-        if last - first + 1 == len(indices) and list(indices) == list(range(first, last + 1)):
+        if list(indices) == list(range(first, last + 1)):
             return self.images[first:last + 1], self.labels[first:last + 1]
         return self.images[indices], self.labels[indices]  # any other order: a gathered (pageable) copy
 

@@ -253,7 +253,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     return _finding(
         "gpu-idle", gain,
         f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{gain:.0f}% of step time is idle with no "
-        "host cause in the trace (waits on other streams, events or ranks).",
+        "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping).",
         {**_idle_evidence(ctx), "unexplained_idle_pct": gain, "queued_gap_pct": ctx.gaps.pct("queued"),
          "idle_by_cause_pct": {
             c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}},
