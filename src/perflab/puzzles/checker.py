@@ -5,7 +5,7 @@
    dtype-appropriate tolerance (puzzle.toml [check] rtol/atol override);
 2. speed: slow and fix timed interleaved after warm-up (CUDA events, or perf_counter on the CPU);
    pass when the lower bound of the bootstrap 95 % interval of the speed-up clears the bar;
-3. evidence: the fix is re-profiled and the doctor must not report the planted finding as high/medium.
+3. evidence: the fix is re-profiled and the doctor must no longer hold the planted finding (`planted_standing`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ EXACT = (0.0, 0.0)
 CHECKED_STEPS = 2
 TIMING_WARMUP = 3
 SAMPLE_TARGET_MS = 2.0
-BLOCKING_SEVERITIES = ("high", "medium")
 
 OnPhase = Callable[[str], None]
 
@@ -158,11 +157,21 @@ def time_pair(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str,
     return stats.time_interleaved(calibrated(ref, ref_state), calibrated(fix, fix_state), reps, warmup=1)
 
 
+def planted_standing(findings: list, planted: str) -> list:
+    """The planted finding where it still holds the step in one trace's ranked findings: high, or medium and
+    ranked first. Medium behind another blocking finding is a residue the fix left behind a new bottleneck
+    (a ~1 ms step after the fix, where a busy host's pauses alone make ~10 % of host gaps); the fix moved
+    the bottleneck, which is its job. Counters (ncu, memory snapshots) do not vary so: their checks stay
+    strict (ncu_evidence, memory_evidence)."""
+    return [f for i, f in enumerate(findings)
+            if f.id == planted and (f.severity == "high" or (f.severity == "medium" and i == 0))]
+
+
 def planted_evidence(puzzle: Puzzle, trace: Path) -> Evidence:
-    """The doctor on the fix's trace: the planted finding must not be there as high or medium."""
+    """The doctor on the fix's trace: the planted finding must no longer stand (planted_standing)."""
     report = replay.diagnose(replay.load_trace(trace))
     found = [f"{f.id} ({f.severity})" for f in report.findings]
-    still = [f for f in report.findings if f.id == puzzle.check.planted and f.severity in BLOCKING_SEVERITIES]
+    still = planted_standing(report.findings, puzzle.check.planted)
     return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace))
 
 

@@ -178,15 +178,15 @@ def diagnose_ranks(folder: Path) -> list[Any]:
 
 
 def planted_evidence(puzzle: Puzzle, folder: Path) -> Any:
-    """checker.planted_evidence over every rank: the planted finding high/medium on no rank."""
-    from perflab.puzzles.checker import BLOCKING_SEVERITIES, Evidence
+    """checker.planted_evidence over every rank: the planted finding standing on no rank."""
+    from perflab.puzzles.checker import Evidence, planted_standing
 
     reports = diagnose_ranks(folder)
     found, still = [], []
     for rep in reports:
         rank = rep.source.get("rank")
         found += [f"rank {rank}: {f.id} ({f.severity})" for f in rep.findings]
-        still += [f for f in rep.findings if f.id == puzzle.check.planted and f.severity in BLOCKING_SEVERITIES]
+        still += planted_standing(rep.findings, puzzle.check.planted)
     return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(folder))
 
 

@@ -1,0 +1,56 @@
+"""checker.planted_standing: when does a fix's trace still hold the planted finding?"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from perflab.doctor.finding import Finding
+from perflab.puzzles import catalog, checker
+
+KINETO = Path(__file__).parent / "data" / "kineto"
+
+
+def finding(fid: str, severity: str) -> Finding:
+    return Finding(id=fid, severity=severity, gain_pct=0.0, evidence={}, fix="")
+
+
+@pytest.mark.parametrize("ranked,standing", [
+    ([("host-compute", "high"), ("launch-overhead", "medium")], True),
+    ([("launch-overhead", "high"), ("host-compute", "high")], True),      # high anywhere still holds the step
+    ([("host-compute", "medium"), ("gpu-idle", "low")], True),            # medium and still the top finding
+    ([("launch-overhead", "high"), ("host-compute", "medium")], False),   # a residue behind a new bottleneck
+    ([("launch-overhead", "high"), ("host-compute", "low")], False),
+    ([("launch-overhead", "high")], False),
+])
+def test_high_anywhere_or_medium_on_top_still_stands(ranked, standing):
+    found = checker.planted_standing([finding(i, s) for i, s in ranked], "host-compute")
+    assert bool(found) is standing
+
+
+def test_a_busy_hosts_fix_trace_passes_where_the_slow_trace_does_not():
+    """with-stack's solution profiled on a busy H100 host (one descheduled call): host-compute medium
+    behind launch-overhead high. The same puzzle's recorded slow trace holds it high and first."""
+    puzzle = SimpleNamespace(check=SimpleNamespace(planted="host-compute"))
+    fixed = checker.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
+    assert fixed.ok and fixed.found[:2] == ["launch-overhead (high)", "host-compute (medium)"], fixed.found
+    slow = catalog.find(catalog.load_catalog(), "with-stack").artifacts / "slow.trace.json.gz"
+    assert not checker.planted_evidence(puzzle, slow).ok
+
+
+@pytest.mark.parametrize("ok,found,verdict", [
+    (True, ["launch-overhead (high)", "host-compute (medium)"], "host-compute no longer the bottleneck"),
+    (True, ["launch-overhead (high)", "host-compute (low)"], "host-compute gone"),
+    (False, ["host-compute (high)"], "host-compute still there"),
+])
+def test_the_check_says_whether_the_finding_went_or_only_stopped_leading(ok, found, verdict):
+    from rich.console import Console
+
+    from perflab.cli.puzzles import _render_check
+
+    r = checker.CheckResult("with-stack", "fix.py", "cuda", checker.Correctness(True, 1),
+                            evidence=checker.Evidence(ok=ok, planted="host-compute", found=found))
+    console = Console(record=True, width=200)
+    _render_check(console, r)
+    assert f"planted finding {verdict} (doctor: {', '.join(found)})" in console.export_text()
