@@ -2,7 +2,7 @@
 """Record puzzle artifacts on the GPU machine (profiles, timings, checks) for replay without a GPU.
 
     python3 scripts/record_artifacts.py [IDS...] [--out DIR] [--force] [--seed N] [--check-only]
-                                        [--jsonl FILE [--resume]] [--budget-s S]
+                                        [--jsonl FILE [--resume]] [--budget-s S] [--keep-failed DIR]
 
 For each puzzle (all when no id is given): profile slow and solution under torch.profiler, check the
 solution (must pass) and the starter (must fail) with the fix checker (its interleaved timings become
@@ -17,6 +17,8 @@ With no ids, puzzles this machine cannot run (more GPUs than it has, a missing p
 it is done (a run cut short keeps what it finished; scripts/catalog_summary.py --checks reads it);
 --resume skips the puzzles FILE already has a check for; --budget-s starts no new puzzle once that many
 seconds have passed. Together they spread a whole-catalog check over several calls of limited length.
+--keep-failed copies the check folders (traces, check.json) of a puzzle that does not behave to DIR/<id>/,
+so a failure on a remote machine can be read afterwards.
 Exit 0 when every puzzle came out right, 1 otherwise, 2 on bad input.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl", type=Path, help="append one JSON line per puzzle to FILE as each one finishes")
     ap.add_argument("--resume", action="store_true", help="skip puzzles that --jsonl FILE already has a check for")
     ap.add_argument("--budget-s", type=float, help="start no new puzzle after this many seconds")
+    ap.add_argument("--keep-failed", type=Path, metavar="DIR",
+                    help="copy the check folders of a puzzle that does not behave to DIR/<id>/")
     args = ap.parse_args(argv)
     if args.resume and not args.jsonl:
         ap.error("--resume needs --jsonl FILE")
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         v, written = recording.record(p, dest, device, Path(tmp), command.strip(),
                                                       force=args.force, seed=args.seed)
+                    if args.keep_failed and not v.ok:
+                        shutil.copytree(tmp, args.keep_failed / p.id, dirs_exist_ok=True)
             except Exception as exc:  # one puzzle's crash (its kernel, ncu, torchrun) must not lose the others
                 traceback.print_exc()
                 why = f"crashed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -128,7 +135,8 @@ def _log(path: Path | None, p, v, verdict: str, seconds: float) -> None:
                    solution_why=recording.why_failed(v.solution), starter_why=recording.why_failed(v.starter),
                    statistic=sp.statistic if sp else None, point=sp.point if sp else None,
                    ci_low=sp.ci_low if sp else None, ci_high=sp.ci_high if sp else None, bar=sp.bar if sp else None,
-                   starter_ci_low=v.starter.speed.ci_low if v.starter.speed else None)
+                   starter_ci_low=v.starter.speed.ci_low if v.starter.speed else None,
+                   solution_found=v.solution.evidence.found if v.solution.evidence else None)
         try:
             import torch
             row.update(gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",

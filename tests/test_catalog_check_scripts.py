@@ -103,3 +103,28 @@ def test_size_tuning_tries_each_value_and_restores_the_puzzle(tmp_path):
     bad = subprocess.run(["bash", str(REPO / "scripts" / "tune_puzzle_size.sh"), "with-stack", "nokey", "1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "nokey" in bad.stderr
+
+
+def test_keep_failed_copies_the_check_folders_of_a_puzzle_that_misbehaves(tmp_path, monkeypatch, capsys):
+    rec = script("record_artifacts")
+    good = verification(result(True, 2.5), result(False, 0.9))
+    bad = verification(result(False, 0.0, incorrect=True), result(False, 0.9))
+    for v in (good, bad):
+        v.solution.slow, v.solution.fixed = {"median_ms": 3.0}, {"median_ms": 1.0}
+    bad.solution.evidence = SimpleNamespace(found=["launch-overhead (high)", "host-compute (medium)"])
+
+    def verify(p, device, workdir, seed):
+        (workdir / "check-solution").mkdir()
+        (workdir / "check-solution" / "mine.trace.json.gz").write_bytes(p.id.encode())
+        return bad if p.id == "with-stack" else good
+
+    monkeypatch.setattr(rec.runner, "require_device", lambda p, what: "cpu")
+    monkeypatch.setattr(rec.recording, "verify", verify)
+    monkeypatch.setattr(rec.recording, "why_failed", lambda r: "passed" if r.passed else "still found")
+    kept, log = tmp_path / "kept", tmp_path / "c.jsonl"
+    assert rec.main(["--check-only", "host-compute", "with-stack", "--jsonl", str(log), "--keep-failed", str(kept)]) == 1
+    assert [p.name for p in kept.iterdir()] == ["with-stack"]
+    assert (kept / "with-stack" / "check-solution" / "mine.trace.json.gz").read_bytes() == b"with-stack"
+    rows = {r["puzzle"]: r for r in map(json.loads, log.read_text().splitlines())}
+    assert rows["with-stack"]["solution_found"] == ["launch-overhead (high)", "host-compute (medium)"]
+    assert rows["host-compute"]["solution_found"] is None
