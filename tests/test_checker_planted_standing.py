@@ -54,3 +54,23 @@ def test_the_check_says_whether_the_finding_went_or_only_stopped_leading(ok, fou
     console = Console(record=True, width=200)
     _render_check(console, r)
     assert f"planted finding {verdict} (doctor: {', '.join(found)})" in console.export_text()
+
+
+def test_profiler_overheads_check_says_what_it_measured():
+    """profiler-overhead's evidence is not a doctor finding, and its ratio is not a speed-up."""
+    from rich.console import Console
+
+    from perflab.cli.puzzles import _render_check
+    from perflab.puzzles import stats
+
+    r = checker.CheckResult("profiler-overhead", "fix.py", "cpu", checker.Correctness(True, 1),
+                            slow={"median_ms": 30.0}, fixed={"median_ms": 58.0},
+                            speed=stats.SpeedupResult(point=0.52, ci_low=0.45, ci_high=0.58, bar=0.909, passed=False,
+                                                      n=40, statistic="median (bare / profiled)", confidence=0.95),
+                            evidence=checker.Evidence(ok=True, planted="host-compute", what="the profile names the same "
+                                                      "hot spot every step", found=["named workload.py:hash_ids 5/5"]))
+    console = Console(record=True, width=200)
+    _render_check(console, r)
+    text = console.export_text()
+    assert "bare / profiled step time 0.52×" in text and "speed-up" not in text
+    assert "the profile names the same hot spot every step: yes" in text and "planted finding" not in text

@@ -289,15 +289,19 @@ def _render_check(console: Console, r: Any) -> None:
                                     f"(bar {s.bar:.2f}×)"))
     elif r.speed:
         s = r.speed
-        console.print(Text.assemble(mark(s.passed), f"speed-up {s.point:.2f}× (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}, "
+        label = "bare / profiled step time" if "bare / profiled" in (s.statistic or "") else "speed-up"
+        console.print(Text.assemble(mark(s.passed), f"{label} {s.point:.2f}× (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}, "
                                     f"bar {s.bar:.2f}×; slow {render.fmt_num(r.slow['median_ms'])} ms, "
                                     f"fix {render.fmt_num(r.fixed['median_ms'])} ms, n={s.n})"))
     if r.evidence:
         e = r.evidence
         residue = e.ok and f"{e.planted} (medium)" in e.found  # passes ranked behind a new bottleneck
         verdict = "no longer the bottleneck" if residue else "gone" if e.ok else "still there"
-        console.print(Text.assemble(mark(e.ok), f"planted finding {e.planted} {verdict} "
-                                    f"(doctor: {', '.join(e.found) or 'nothing'})"))
+        if e.what:
+            console.print(Text.assemble(mark(e.ok), f"{e.what}: {'yes' if e.ok else 'no'} ({'; '.join(e.found)})"))
+        else:
+            console.print(Text.assemble(mark(e.ok), f"planted finding {e.planted} {verdict} "
+                                        f"(doctor: {', '.join(e.found) or 'nothing'})"))
     console.print(Text("PASS" if r.passed else "FAIL", style="bold green" if r.passed else "bold red"))
 
 

@@ -47,6 +47,7 @@ class Evidence:
     planted: str
     found: list[str] = field(default_factory=list)   # "id (severity)" of every finding
     trace: str = ""
+    what: str = ""   # when the evidence is not the doctor's verdict on the planted finding: what it checks
 
 
 @dataclass

@@ -80,7 +80,7 @@ def check_overhead(puzzle: Any, ref: Any, ref_state: Any, fix: Any, fix_state: A
                                        n=v.n, statistic="median (bare / profiled)", confidence=v.confidence)
     same = sum(1 for s in seen if s == expected)
     result.evidence = checker.Evidence(
-        ok=same == len(seen), planted=puzzle.check.planted,
+        ok=same == len(seen), planted=puzzle.check.planted, what="the profile names the same hot spot every step",
         found=[f"profiled-step overhead {100.0 * (1.0 / v.point - 1.0):.1f} % (bar {puzzle.check.max_overhead_pct:g} %)",
                f"your profile named {expected or '?'} in {same}/{len(seen)} more steps"
                + ("" if same == len(seen) else f" (also: {', '.join(sorted({s for s in seen if s != expected}))})")])
