@@ -35,22 +35,24 @@ def test_a_busy_hosts_fix_trace_passes_where_the_slow_trace_does_not():
     puzzle = SimpleNamespace(check=SimpleNamespace(planted="host-compute"))
     fixed = checker.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
     assert fixed.ok and fixed.found[:2] == ["launch-overhead (high)", "host-compute (medium)"], fixed.found
+    assert fixed.residue
     slow = catalog.find(catalog.load_catalog(), "with-stack").artifacts / "slow.trace.json.gz"
-    assert not checker.planted_evidence(puzzle, slow).ok
+    held = checker.planted_evidence(puzzle, slow)
+    assert not held.ok and not held.residue
 
 
-@pytest.mark.parametrize("ok,found,verdict", [
-    (True, ["launch-overhead (high)", "host-compute (medium)"], "host-compute no longer the bottleneck"),
-    (True, ["launch-overhead (high)", "host-compute (low)"], "host-compute gone"),
-    (False, ["host-compute (high)"], "host-compute still there"),
+@pytest.mark.parametrize("ok,residue,found,verdict", [
+    (True, True, ["launch-overhead (high)", "host-compute (medium)"], "host-compute no longer the bottleneck"),
+    (True, False, ["launch-overhead (high)", "host-compute (low)"], "host-compute gone"),
+    (False, False, ["host-compute (high)"], "host-compute still there"),
 ])
-def test_the_check_says_whether_the_finding_went_or_only_stopped_leading(ok, found, verdict):
+def test_the_check_says_whether_the_finding_went_or_only_stopped_leading(ok, residue, found, verdict):
     from rich.console import Console
 
     from perflab.cli.puzzles import _render_check
 
     r = checker.CheckResult("with-stack", "fix.py", "cuda", checker.Correctness(True, 1),
-                            evidence=checker.Evidence(ok=ok, planted="host-compute", found=found))
+                            evidence=checker.Evidence(ok=ok, planted="host-compute", found=found, residue=residue))
     console = Console(record=True, width=200)
     _render_check(console, r)
     assert f"planted finding {verdict} (doctor: {', '.join(found)})" in console.export_text()
@@ -74,3 +76,18 @@ def test_profiler_overheads_check_says_what_it_measured():
     text = console.export_text()
     assert "bare / profiled step time 0.52×" in text and "speed-up" not in text
     assert "the profile names the same hot spot every step: yes" in text and "planted finding" not in text
+
+
+def test_over_ranks_a_medium_residue_on_one_rank_passes_as_a_residue(monkeypatch, tmp_path):
+    from perflab.puzzles import distributed
+
+    reports = [SimpleNamespace(source={"rank": 0}, findings=[finding("launch-overhead", "high")]),
+               SimpleNamespace(source={"rank": 1}, findings=[finding("launch-overhead", "high"),
+                                                             finding("host-compute", "medium")])]
+    monkeypatch.setattr(distributed, "diagnose_ranks", lambda folder: reports)
+    puzzle = SimpleNamespace(check=SimpleNamespace(planted="host-compute"))
+    ev = distributed.planted_evidence(puzzle, tmp_path)
+    assert ev.ok and ev.residue and "rank 1: host-compute (medium)" in ev.found
+    reports[1].findings.reverse()  # host-compute ranked first on rank 1: it stands there
+    ev = distributed.planted_evidence(puzzle, tmp_path)
+    assert not ev.ok and not ev.residue

@@ -295,8 +295,7 @@ def _render_check(console: Console, r: Any) -> None:
                                     f"fix {render.fmt_num(r.fixed['median_ms'])} ms, n={s.n})"))
     if r.evidence:
         e = r.evidence
-        residue = e.ok and f"{e.planted} (medium)" in e.found  # passes ranked behind a new bottleneck
-        verdict = "no longer the bottleneck" if residue else "gone" if e.ok else "still there"
+        verdict = "no longer the bottleneck" if e.residue else "gone" if e.ok else "still there"
         if e.what:
             console.print(Text.assemble(mark(e.ok), f"{e.what}: {'yes' if e.ok else 'no'} ({'; '.join(e.found)})"))
         else:

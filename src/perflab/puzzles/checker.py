@@ -48,6 +48,7 @@ class Evidence:
     found: list[str] = field(default_factory=list)   # "id (severity)" of every finding
     trace: str = ""
     what: str = ""   # when the evidence is not the doctor's verdict on the planted finding: what it checks
+    residue: bool = False   # ok, with the planted finding still medium behind a new bottleneck (planted_standing)
 
 
 @dataclass
@@ -168,12 +169,18 @@ def planted_standing(findings: list, planted: str) -> list:
             if f.id == planted and (f.severity == "high" or (f.severity == "medium" and i == 0))]
 
 
+def planted_medium(findings: list, planted: str) -> bool:
+    """The planted finding is there as medium: with nothing standing, a residue behind a new bottleneck."""
+    return any(f.id == planted and f.severity == "medium" for f in findings)
+
+
 def planted_evidence(puzzle: Puzzle, trace: Path) -> Evidence:
     """The doctor on the fix's trace: the planted finding must no longer stand (planted_standing)."""
     report = replay.diagnose(replay.load_trace(trace))
     found = [f"{f.id} ({f.severity})" for f in report.findings]
     still = planted_standing(report.findings, puzzle.check.planted)
-    return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace))
+    return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace),
+                    residue=not still and planted_medium(report.findings, puzzle.check.planted))
 
 
 class _StepCrashed(Exception):

@@ -179,15 +179,17 @@ def diagnose_ranks(folder: Path) -> list[Any]:
 
 def planted_evidence(puzzle: Puzzle, folder: Path) -> Any:
     """checker.planted_evidence over every rank: the planted finding standing on no rank."""
-    from perflab.puzzles.checker import Evidence, planted_standing
+    from perflab.puzzles.checker import Evidence, planted_medium, planted_standing
 
     reports = diagnose_ranks(folder)
-    found, still = [], []
+    found, still, medium = [], [], False
     for rep in reports:
         rank = rep.source.get("rank")
         found += [f"rank {rank}: {f.id} ({f.severity})" for f in rep.findings]
         still += planted_standing(rep.findings, puzzle.check.planted)
-    return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(folder))
+        medium = medium or planted_medium(rep.findings, puzzle.check.planted)
+    return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(folder),
+                    residue=not still and medium)
 
 
 def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: int | None = None,
