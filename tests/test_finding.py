@@ -27,3 +27,20 @@ def test_report_json_has_schema():
     rep = Report(source={"kind": "kineto"}, verdict="v", findings=[make("healthy", "info", 0)])
     d = rep.to_dict()
     assert d["schema"] == "perflab.doctor/1" and d["findings"][0]["id"] == "healthy"
+
+
+def test_every_taxonomy_id_is_known_with_its_level():
+    """The ids of ../shared/TAXONOMY.md (when present) are exactly the doctor's, at the same level."""
+    import re
+    from pathlib import Path
+
+    from perflab.doctor.finding import TAXONOMY_IDS
+
+    table = Path(__file__).resolve().parents[2] / "shared" / "TAXONOMY.md"
+    if not table.is_file():
+        pytest.skip("../shared/TAXONOMY.md is not here")
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| ([A-Za-z-]+) \|", table.read_text(), re.M)
+    assert rows
+    shared = dict(rows)
+    assert set(shared) <= set(TAXONOMY_IDS), sorted(set(shared) - set(TAXONOMY_IDS))
+    assert all(TAXONOMY_IDS[i] == level for i, level in shared.items())

@@ -16,13 +16,14 @@ TAXONOMY_IDS = {
     "healthy": "any", "gpu-idle": "system", "host-sync": "system", "launch-overhead": "system",
     "host-compute": "system", "input-pipeline": "system", "memcpy": "system",
     "pageable-memcpy": "system", "h2d-copy": "system", "d2h-copy": "system", "no-overlap": "system",
-    "serialized-kernels": "system",
+    "serialized-kernels": "system", "allocator-churn": "system",
     "comm-not-overlapped": "multi-GPU", "load-imbalance": "multi-GPU", "memory-capacity": "memory",
     "compute-bound": "kernel", "memory-bound": "kernel", "no-tensor-cores": "kernel",
     "unfused-elementwise": "kernel", "dequant-overhead": "kernel", "uncoalesced-access": "kernel",
     "bank-conflicts": "kernel", "register-spill": "kernel", "atomic-contention": "kernel",
     "warp-divergence": "kernel", "tail-effect": "kernel", "tile-quantization": "kernel",
     "low-occupancy": "kernel", "l2-miss": "kernel", "poor-locality": "kernel", "autotune-miss": "kernel",
+    "below-roof": "kernel", "small-grid": "kernel", "latency-bound": "kernel",
 }
 
 
