@@ -74,12 +74,18 @@ def test_healthy_gemms_against_the_ceiling_measured_on_the_same_gpu(tmp_path, mo
     assert 90 < top.evidence["gemm_pct_of_ceiling"] <= 101 and "at the speed of light" in top.summary
 
 
-def test_gemms_far_below_the_ceiling_are_healthy_for_the_system_but_say_so(tmp_path, monkeypatch):
+def test_gemms_far_below_the_ceiling_are_below_roof_with_the_numbers_and_the_ncu_command(tmp_path, monkeypatch):
+    # a busy GPU is not a healthy one: against a (doctored) ceiling twice as high the GEMMs run at half their roof
     monkeypatch.setenv("PERFLAB_HOME", str(tmp_path))
     _save_ceilings(tmp_path, lambda d: d["results"]["matmul_bf16"].update(value=2 * d["results"]["matmul_bf16"]["value"]))
-    top = diagnose(DATA / "h100_healthy_gemm.trace.json.gz").findings[0]
-    assert top.id == "healthy" and 45 < top.evidence["gemm_pct_of_ceiling"] < 55
-    assert "speed of light" not in top.summary and "Nsight Compute" in top.fix
+    report = diagnose(DATA / "h100_healthy_gemm.trace.json.gz")
+    top = report.findings[0]
+    assert top.id == "below-roof" and top.severity == "high" and "healthy" not in report.ids()
+    mm = top.evidence["ops"][0]
+    assert mm["op"] == "aten::mm" and 45 < mm["pct_of_roof"] < 55 and mm["bound"] == "compute"
+    assert mm["sol_us_per_step"] < mm["time_us_per_step"]
+    assert top.evidence["ncu_command"].startswith("perflab ncu --kernel 'nvjet_sm90_tst_320x128")
+    assert all(op["sol_us_per_step"] > 0 for op in top.evidence["ops"])   # ops with no work are not judged
 
 
 def test_ceilings_of_another_gpu_or_a_broken_file_are_not_used(tmp_path, monkeypatch):

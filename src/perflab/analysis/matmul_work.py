@@ -1,7 +1,7 @@
 """Matrix-multiply work in a trace: FLOPs from the recorded shapes, GPU time from the kernels.
 
 torch.profiler(record_shapes=True) writes every op's "Input Dims"; the reader keeps them for the matmul
-ops (trace/kineto_events.SHAPE_OPS). A GEMM kernel launched inside the analysis windows is tied to the op
+ops. A GEMM kernel launched inside the analysis windows is tied to the op
 that launched it by External id, and the op's shapes give its FLOPs (2 per multiply-add). FLOPs count once
 per op and the op's time is the time of every kernel it launched (a split-K GEMM adds a reduction kernel).
 GEMM kernels whose op or shapes are unknown (replayed from a CUDA graph, shapes not recorded) are counted

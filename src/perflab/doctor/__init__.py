@@ -52,6 +52,7 @@ def _dispatch(kind: str, path: Path) -> Report:
 def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
     from perflab.analysis.lanes import stream_lanes
+    from perflab.analysis.speed_of_light import summarized
     from perflab.analysis.links import gpu_rows
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
@@ -78,6 +79,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         "overlap": ctx.overlap,
         "busy": ctx.busy,
         "timeline": stream_lanes(trace, ctx.windows),
+        "speed_of_light": summarized(ctx.sol),
         "hta": {"temporal_breakdown": temporal_breakdown(traces),
                 "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
     }

@@ -88,6 +88,35 @@ class Context:
     def summary(self) -> dict:
         return evidence_summary(self.trace, self.windows)
 
+    @cached_property
+    def op_work(self):
+        from perflab.analysis.op_work import op_work
+
+        return op_work(self.trace, self.windows)
+
+    @cached_property
+    def ceilings(self):
+        from perflab.analysis.ceilings import device_ceilings, measured_beside
+
+        return device_ceilings(self.trace.meta.get("device_name"), measured_beside(self.trace.meta.get("path")))
+
+    @cached_property
+    def sol(self) -> dict:
+        """Speed of light per op, family and step (analysis/speed_of_light.py); times per step."""
+        from perflab.analysis.speed_of_light import speed_of_light
+
+        return speed_of_light(self.op_work, self.ceilings, steps=self.n_steps, step_us=self.window_us / self.n_steps)
+
+    @cached_property
+    def fusable(self) -> list:
+        from perflab.analysis.op_chains import fusable_chains
+
+        return fusable_chains(self.trace, self.op_work)
+
+    def step_pct(self, us_per_step: float) -> float:
+        """Percent of the step time, for a time per step."""
+        return self.share(us_per_step * self.n_steps)
+
     @property
     def gpu_busy_pct(self) -> float:
         return self.share(self.gaps.busy_us)

@@ -156,7 +156,7 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
     )
     trace = Trace(
         names=builder.names.table(), cats=builder.cats.table(), shapes=builder.shapes.text_table(),
-        dtypes=builder.dtypes.text_table(), flows=flows, meta=meta, **columns,
+        dtypes=builder.dtypes.text_table(), concretes=builder.concretes.text_table(), flows=flows, meta=meta, **columns,
     )
     trace.meta["device_name"] = _device_name(trace)
     if builder.comm is not None:

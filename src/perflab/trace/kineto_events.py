@@ -23,9 +23,6 @@ from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANN
 
 Num = Union[int, float, str]
 NAN = float("nan")
-# Ops whose "Input Dims"/"Input type" are kept (the dequant rule reads them); the rest are skipped.
-SHAPE_OPS = re.compile(r"_to_copy|aten::to$|copy_|quant|cast|convert|type_as|fp8|float8|int8|int4|"
-                       r"aten::(add|bmm|mm|matmul|linear)")
 
 
 class Args(msgspec.Struct, gc=False):
@@ -33,11 +30,13 @@ class Args(msgspec.Struct, gc=False):
     device: Num = -1
     correlation: Num = -1
     external_id: Num = msgspec.field(name="External id", default=-1)
+    external_id_2021: Num = msgspec.field(name="external id", default=-1)  # kernels' spelling in 2021 Kineto
     bytes: Num = NAN
     grid: Optional[list[int]] = None
     block: Optional[list[int]] = None
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
 
 
 class Event(msgspec.Struct, gc=False):
@@ -130,6 +129,7 @@ class ColumnBuilder:
         self.cats = _Interner()
         self.shapes = _Interner()
         self.dtypes = _Interner()
+        self.concretes = _Interner()
         self.thread_names = _Interner()
         self.parts: dict[str, list[np.ndarray]] = defaultdict(list)
         self.flow_parts: dict[str, list[np.ndarray]] = defaultdict(list)
@@ -137,7 +137,6 @@ class ColumnBuilder:
         self.first_event_is_complete: bool | None = None
         self.n_events = 0
         self._kind_of_cat: list[int] = []
-        self._shape_ops = np.zeros(0, dtype=bool)
         # the args of collectives (trace/comm_args.py), gathered from the same blocks; None when
         # events came another way (add_dicts) and collectives must re-read the file for them
         self.comm: list | None = []
@@ -208,26 +207,22 @@ class ColumnBuilder:
         host_op = (kind == CPU_OP) | (kind == USER_ANNOTATION) | (kind == PYTHON)
         gpu = (kind == KERNEL) | (kind == MEMCPY) | (kind == MEMSET)
         linked = ~host_op                                   # runtime, GPU work, syncs, the rest
-        shaped = (kind == CPU_OP) & self._shape_op_table()[names]
+        shaped = kind == CPU_OP  # every op's shapes feed the work model (analysis/op_work.py)
         # HTA counts any event with an integer stream arg as GPU work (inductor's cpu_ops carry one).
         p["stream"].append(_field(list(map(attrgetter("args"), ev)), "stream", np.int64, _to_int))
         p["correlation"].append(self._group(ev, linked, "correlation", np.int64, -1, _to_int))
         p["device"].append(self._group(ev, gpu, "device", np.int64, -1, _to_int))
-        p["external_id"].append(self._group(ev, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int))
+        external = self._group(ev, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int)
+        lower = gpu & (external < 0)
+        if lower.any():
+            external[lower] = self._group(ev, lower, "external_id_2021", np.int64, -1, _to_int)[lower]
+        p["external_id"].append(external)
         p["nbytes"].append(self._group(ev, gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
         p["grid"].append(self._group(ev, kind == KERNEL, "grid", np.int64, -1, _dims_product, convert_all=True))
         p["block"].append(self._group(ev, kind == KERNEL, "block", np.int64, -1, _dims_product, convert_all=True))
         p["shape"].append(self._group(ev, shaped, "input_dims", np.int32, -1, self._raw_id(self.shapes), True))
         p["dtype"].append(self._group(ev, shaped, "input_type", np.int32, -1, self._raw_id(self.dtypes), True))
-
-    def _shape_op_table(self) -> np.ndarray:
-        """Per name id: is this an op whose input shapes/dtypes the rules read (casts, matmuls)?"""
-        table = self._shape_ops
-        if table.size < len(self.names):
-            names = self.names.table()
-            extra = [bool(SHAPE_OPS.search(n)) for n in names[table.size:]]
-            self._shape_ops = table = np.concatenate((table, np.array(extra, dtype=bool)))
-        return table
+        p["concrete"].append(self._group(ev, shaped, "concrete_inputs", np.int32, -1, self._raw_id(self.concretes), True))
 
     @staticmethod
     def _raw_id(table: _Interner):
@@ -262,7 +257,8 @@ class ColumnBuilder:
         """This builder's blocks as one picklable part (what a worker process sends back)."""
         columns, flows = self.finish()
         return {"columns": columns, "flows": flows, "names": self.names.table(), "cats": self.cats.table(),
-                "shapes": self.shapes.table(), "dtypes": self.dtypes.table(), "threads": self.thread_names.table(),
+                "shapes": self.shapes.table(), "dtypes": self.dtypes.table(), "concretes": self.concretes.table(),
+                "threads": self.thread_names.table(),
                 "ts_is_float": self.ts_is_float, "first": self.first_event_is_complete, "n_events": self.n_events,
                 "comm": self.comm}
 
@@ -278,7 +274,8 @@ class ColumnBuilder:
         self.ts_is_float |= part["ts_is_float"]
         cols = dict(part["columns"])
         for key, table, local in (("name", self.names, part["names"]), ("cat", self.cats, part["cats"]),
-                                  ("shape", self.shapes, part["shapes"]), ("dtype", self.dtypes, part["dtypes"])):
+                                  ("shape", self.shapes, part["shapes"]), ("dtype", self.dtypes, part["dtypes"]),
+                                  ("concrete", self.concretes, part["concretes"])):
             remap = np.fromiter(map(table.__getitem__, local), np.int64, len(local))
             col = cols[key]
             cols[key] = np.where(col >= 0, remap[np.maximum(col, 0)] if remap.size else col, col).astype(col.dtype)
@@ -296,7 +293,8 @@ class ColumnBuilder:
         empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,
                  "tid": np.int64, "stream": np.int64, "device": np.int64,
                  "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
-                 "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32}
+                 "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32,
+                 "concrete": np.int32}
         columns = {}
         for key, dtype in empty.items():
             parts = self.parts.pop(key, [])
@@ -320,9 +318,11 @@ def loose_event(item: Any) -> Event:
             stream=_scalar(raw_args.get("stream"), -1), device=_scalar(raw_args.get("device"), -1),
             correlation=_scalar(raw_args.get("correlation"), -1),
             external_id=_scalar(raw_args.get("External id"), -1),
+            external_id_2021=_scalar(raw_args.get("external id"), -1),
             bytes=_scalar(raw_args.get("bytes"), NAN),
             grid=_int_list(raw_args.get("grid")), block=_int_list(raw_args.get("block")),
             input_dims=_raw(raw_args.get("Input Dims")), input_type=_raw(raw_args.get("Input type")),
+            concrete_inputs=_raw(raw_args.get("Concrete Inputs")),
         )
     return Event(
         ph=_text(item.get("ph")), cat=_text(item.get("cat")), name=_text(item.get("name")),

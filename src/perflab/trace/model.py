@@ -55,13 +55,19 @@ class Trace:
     nbytes: np.ndarray       # float64, NaN where absent (memcpy/memset "bytes")
     grid: np.ndarray         # int64, product of the grid dims, -1 where absent
     block: np.ndarray        # int64, product of the block dims, -1 where absent
-    shape: np.ndarray        # int32, index into shapes ("Input Dims" JSON), -1 where absent or not kept
-    dtype: np.ndarray        # int32, index into dtypes ("Input type" JSON), -1 where absent or not kept
+    shape: np.ndarray        # int32, index into shapes ("Input Dims" JSON of CPU ops), -1 where absent
+    dtype: np.ndarray        # int32, index into dtypes ("Input type" JSON of CPU ops), -1 where absent
     shapes: list[str] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)
+    concrete: np.ndarray | None = None  # int32, index into concretes ("Concrete Inputs" JSON: scalar args), -1 absent
+    concretes: list[str] = field(default_factory=list)
     flows: dict[str, np.ndarray] = field(default_factory=dict)  # ac2g flow events: id, ts, phase
     meta: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.concrete is None:
+            self.concrete = np.full(self.ts.shape[0], -1, dtype=np.int32)
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])

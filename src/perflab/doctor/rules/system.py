@@ -264,8 +264,12 @@ def gpu_idle(ctx: Context) -> list[Finding]:
 
 
 def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
-    """The single 'nothing to fix' finding when no rule found anything above low; with recorded shapes it
-    also says how close the GEMMs run to the matmul ceiling measured on this GPU (`perflab bench`)."""
+    """The single 'nothing to fix' finding: no rule found anything above low, and the busy time runs near its
+    roof. Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
+    far above its speed of light is not healthy even when every gap is small on its own; where it cannot, the
+    finding says so and how to record a trace that can."""
+    from perflab.doctor.rules.roof import ATTAINABLE, ready
+
     if any(f.severity in ("high", "medium") for f in findings):
         return []
     by_type = ctx.kernels["by_type"]
@@ -275,6 +279,22 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     fix = ("Nothing at the system level: to go faster, make the dominant kernels themselves faster "
            "(Nsight Compute on the top kernels, lower precision, better algorithms).")
     summary = f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: no system-level bottleneck."
+    if ready(ctx):
+        st = ctx.sol["step"]
+        gap = max(0.0, st["modelled_gpu_us"] - st["sol_us"] / ATTAINABLE)
+        evidence.update({"sol_ms_per_step": round(st["sol_us"] / 1e3, 4),
+                         "modelled_gpu_ms_per_step": round(st["modelled_gpu_us"] / 1e3, 4),
+                         "pct_of_roof": round(st["pct_of_roof"] or 0.0, 1), "modelled_gpu_pct": round(st["coverage_pct"], 1),
+                         "ceilings": ctx.ceilings.source})
+        if ctx.step_pct(gap) >= 25.0:
+            return []   # far from the roof in many small pieces: the low findings speak, not `healthy`
+        summary += f" Its ops run at {st['pct_of_roof']:.0f}% of their speed of light ({_sol_words(ctx)})."
+    else:
+        why = ("the trace has no op shapes (profile with record_shapes=True)" if not ctx.op_work.shapes_recorded else
+               f"no ceilings are known for {ctx.ceilings.device or 'this GPU'} (run `perflab bench` on it)"
+               if not ctx.ceilings.known else "no kernel could be tied to an op with shapes")
+        evidence["speed_of_light"] = f"not judged: {why}"
+        summary += f" How close its kernels run to their roofs is not judged: {why}."
     roof = _gemm_roof(ctx) if top_type == "gemm" else None
     if roof and roof["tflops"] is not None:
         evidence.update({f"gemm_{k}": v for k, v in roof.items()})
@@ -293,6 +313,12 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
         else:
             summary += f" Its {roof['path']} GEMMs run at {roof['tflops']:,.0f} TFLOP/s ({roof['ceiling_note']})."
     return [Finding(id="healthy", severity="info", gain_pct=0.0, evidence=evidence, fix=fix, summary=summary)]
+
+
+def _sol_words(ctx: Context) -> str:
+    from perflab.analysis.speed_of_light import step_sentence
+
+    return step_sentence(ctx.sol)
 
 
 def _gemm_roof(ctx: Context) -> dict | None:

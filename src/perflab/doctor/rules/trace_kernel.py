@@ -1,6 +1,8 @@
 """Kernel-level findings a trace alone can show (kernel names and launch shapes, no counters).
 
 Gains are shares of step time, so on a mostly idle GPU they stay small: the coarse levels come first.
+These rules judge by kernel names and times; where the op work model prices most of the GPU time (shapes
+recorded, rules/roof.py) they defer to its speed-of-light findings.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
+from perflab.doctor.rules.roof import covers
 from perflab.trace.model import KERNEL
 
 # Tensor cores run FP32-input GEMMs (TF32/BF16) several times faster than the SIMT path; assume
@@ -20,6 +23,8 @@ TENSOR_CORE_SAVING = 0.75
 
 @rule
 def no_tensor_cores(ctx: Context) -> list[Finding]:
+    if covers(ctx):
+        return []
     t = ctx.trace
     rows = window_gpu_rows(t, ctx.windows)
     rows = rows[t.kind[rows] == KERNEL]
@@ -46,6 +51,8 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
 
 @rule
 def unfused_elementwise(ctx: Context) -> list[Finding]:
+    if covers(ctx):
+        return []
     chains = ctx.chains
     if chains["chain_count"] == 0:
         return []
@@ -65,6 +72,8 @@ def unfused_elementwise(ctx: Context) -> list[Finding]:
 
 @rule
 def dequant_overhead(ctx: Context) -> list[Finding]:
+    if covers(ctx):
+        return []
     deq = ctx.dequant
     if deq["pairs"] < 2:
         return []

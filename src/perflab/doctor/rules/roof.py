@@ -1,0 +1,256 @@
+"""Is the busy time well spent? Findings from the speed of light of the trace's ops (analysis/speed_of_light.py).
+
+Each op's work (FLOPs, bytes, from its recorded shapes) against the GPU's ceilings gives the time it would take
+at the roof. Where the GPU's time is far above that, the ops that lose the most are named with the id that
+explains them, in this order (an op explained once is not counted again):
+- `dequant-overhead`: narrow weights (fp8/int8/int4) widened in separate passes before their matmuls;
+- `unfused-elementwise`: back-to-back memory-bound ops over one tensor (attention written out by hand included);
+- `no-tensor-cores`: matmuls and convolutions on the FP32 SIMT path;
+- `small-grid`: ops far below their roof whose kernels launch fewer blocks than the GPU has SMs;
+- `below-roof`: the rest that run far below the roof, which the trace alone cannot explain (Nsight Compute can).
+Gains come from the speed-of-light gap: today's time minus the time of the better version at ATTAINABLE of
+its roof, as a share of the step.
+"""
+from __future__ import annotations
+
+import re
+
+from perflab.doctor.context import Context
+from perflab.doctor.finding import Finding
+from perflab.doctor.registry import rule
+from perflab.doctor.registry import significant as _finding
+
+ATTAINABLE = 0.8        # a well-written kernel reaches about this share of its roof
+FAR_BELOW_PCT = 50.0    # an op under this share of its roof is far from its speed of light
+TINY_SOL_US = 1.0       # a call whose work takes less than this at the roof costs a kernel's fixed time, not work
+
+
+def ready(ctx: Context) -> bool:
+    """The speed of light can be judged: shapes were recorded and the GPU's ceilings are known."""
+    return ctx.op_work.shapes_recorded and ctx.ceilings.known and ctx.op_work.modelled_us > 0
+
+
+def covers(ctx: Context) -> bool:
+    """The work model prices most of the GPU's time: the name-based kernel rules (rules/trace_kernel.py) defer."""
+    return ready(ctx) and ctx.op_work.modelled_us >= 0.5 * ctx.op_work.kernel_us
+
+
+def _per_step(ctx: Context, us: float) -> float:
+    return us / ctx.n_steps
+
+
+def _sol_us(ctx: Context, flops: float, nbytes: float, path: str) -> float:
+    c = ctx.ceilings
+    roof, _ = c.flops_roof(path) if path != "memory" else (None, path)
+    return max(nbytes / c.dram if c.dram else 0.0, flops / roof if roof and flops else 0.0) * 1e6
+
+
+def _op_line(ctx: Context, g, sol: dict | None = None) -> dict:
+    t = _per_step(ctx, g.time_us)
+    row = {"op": g.name, "dims": g.dims[:120], "kernel": g.kernel[:100], "calls_per_step": g.calls / ctx.n_steps,
+           "time_us_per_step": round(t, 2)}
+    if sol is not None:
+        row.update({"sol_us_per_step": round(sol["sol_us"], 2), "pct_of_roof": round(sol["pct_of_roof"] or 0, 1),
+                    "bound": sol["bound"], "tflops": round(sol["tflops"] or 0, 2), "gbps": round(sol["gbps"] or 0, 1)})
+        if g.grid > 0:
+            row.update({"grid_blocks": g.grid, "block_threads": g.block})
+    return row
+
+
+def _sol_by_group(ctx: Context) -> dict[int, dict]:
+    """Speed-of-light rows per op group index (the sol analysis lists them sorted by gap, with op and dims)."""
+    by_key = {(r["op"], r["dims"], r["dtypes"], r["path"]): r for r in ctx.sol["ops"]}
+    return {i: by_key.get((g.name, g.dims, g.dtypes, g.path)) for i, g in enumerate(ctx.op_work.groups)}
+
+
+def dequant(ctx: Context, used: set[int]) -> list[Finding]:
+    groups = ctx.op_work.groups
+    casts = [i for i, g in enumerate(groups) if g.cast_from_narrow]
+    widths = {groups[i].weight_numel: groups[i].weight_itemsize for i in casts}
+    mms = [i for i, g in enumerate(groups) if g.family == "matmul" and not g.weight_narrow and g.weight_numel in widths]
+    if not casts or not mms:
+        return []
+    scales = [i for i, g in enumerate(groups) if g.family == "elementwise" and g.largest_numel in widths]
+    ops = casts + scales + mms
+    today = sum(groups[i].time_us for i in ops)
+    fused = 0.0
+    moved = weights = 0.0
+    for i in mms:
+        g = groups[i]
+        narrow = widths[g.weight_numel]
+        per_call = g.call_bytes - g.weight_numel * (g.weight_itemsize - narrow)
+        fused += g.calls * _sol_us(ctx, g.flops / g.calls, per_call, g.path)
+        moved += g.calls * g.weight_numel * g.weight_itemsize
+        weights += g.calls * g.weight_numel
+    moved += sum(groups[i].bytes for i in casts + scales)
+    gap = today - fused / ATTAINABLE
+    used.update(ops)
+    narrow_width = min(widths.values())
+    step_ms = ctx.window_us / ctx.n_steps / 1e3
+    return _finding(
+        "dequant-overhead", ctx.share(max(gap, 0.0)),
+        f"Every step {weights / ctx.n_steps / 1e6:,.0f} M weight elements stored at {narrow_width:g} byte(s) are widened "
+        f"in separate passes before their matmuls: those ops move {moved / weights:.1f} bytes per weight element where "
+        f"a matmul that reads the narrow weights moves {narrow_width:g}. They take {today / ctx.n_steps / 1e3:.2f} ms of "
+        f"the {step_ms:.2f} ms step; fused, their speed of light is {fused / ctx.n_steps / 1e3:.3f} ms.",
+        {"dequant_ops_per_step": sum(groups[i].calls for i in casts + scales) / ctx.n_steps,
+         "matmuls_per_step": sum(groups[i].calls for i in mms) / ctx.n_steps,
+         "bytes_per_weight_element_today": round(moved / weights, 2), "bytes_per_weight_element_fused": narrow_width,
+         "time_ms_per_step": today / ctx.n_steps / 1e3, "fused_sol_ms_per_step": fused / ctx.n_steps / 1e3,
+         "dequant_time_pct": ctx.share(sum(groups[i].time_us for i in casts + scales)),
+         "ops": [_op_line(ctx, groups[i]) for i in (casts + scales + mms)[:6]], "ceilings": ctx.ceilings.source},
+        "Never materialize the wide weights: a matmul that loads the narrow weights and dequantizes in registers "
+        "(torchao's int8/int4/fp8 weight-only configs with torch.compile, gemlite, Marlin/Machete, a Triton GEMV), "
+        "or keep the weights in the compute dtype if memory allows.",
+        [ctx.event(groups[i].first_kernel_row) for i in (casts + mms)[:5]],
+    )
+
+
+def chains(ctx: Context, used: set[int]) -> list[Finding]:
+    found = [c for c in ctx.fusable if not set(c.calls) & used]
+    if not found:
+        return []
+    today = fused = moved = fused_bytes = 0.0
+    attention = [c for c in found if c.attention]
+    for c in found:
+        today += c.time_us
+        fused += _sol_us(ctx, c.flops, c.fused_bytes, c.path)
+        moved += c.bytes
+        fused_bytes += c.fused_bytes
+    gap = today - fused / ATTAINABLE
+    for c in found:
+        used.update(c.calls + c.matmul_calls)
+    n = ctx.n_steps
+    groups = ctx.op_work.groups
+    longest = max(found, key=lambda c: c.time_us)
+    what = (f"{len(attention) / n:.0f} attention(s) per step written out op by op (scores, scaling, masking, "
+            f"softmax as separate kernels) make the [.., S, S] scores tensor ({attention[0].numel / 1e6:,.1f} M elements) "
+            "go to memory and back between every op" if attention else
+            f"{len(found) / n:.0f} chain(s) per step of memory-bound ops over one tensor "
+            f"({longest.numel / 1e6:,.1f} M elements) re-read what the previous op wrote")
+    fix = ("Use one fused attention: torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient "
+           "kernels never write the scores), or torch.compile the block." if attention else
+           "Fuse the chain into one kernel: torch.compile (or a custom Triton kernel), in-place ops where allowed, "
+           "and keep intermediates out of memory.")
+    return _finding(
+        "unfused-elementwise", ctx.share(max(gap, 0.0)),
+        f"{what}: these ops move {moved / n / 1e9:,.2f} GB per step where one fused kernel would move "
+        f"{fused_bytes / n / 1e9:,.2f} GB; they take {today / n / 1e3:.2f} ms per step, fused their speed of light "
+        f"is {fused / n / 1e3:.3f} ms.",
+        {"chains_per_step": len(found) / n, "attention_written_out_per_step": len(attention) / n,
+         "mean_chain_length": sum(len(c.calls) for c in found) / len(found),
+         "bytes_per_step_gb": moved / n / 1e9, "fused_bytes_per_step_gb": fused_bytes / n / 1e9,
+         "time_ms_per_step": today / n / 1e3, "fused_sol_ms_per_step": fused / n / 1e3,
+         "longest_chain": [groups[g].name for g in longest.calls][:12], "ceilings": ctx.ceilings.source},
+        fix, [ctx.event(r) for r in longest.rows[:6]],
+    )
+
+
+def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
+    groups = ctx.op_work.groups
+    sols = _sol_by_group(ctx)
+    simt = [i for i, g in enumerate(groups) if i not in used and g.family in ("matmul", "conv") and g.path == "fp32"]
+    if not simt:
+        return []
+    target = next((p for p in ("tf32", "bf16", "fp16") if p in ctx.ceilings.compute), None)
+    if target is None:
+        return []   # a GPU with no tensor-core path
+    today = sum(groups[i].time_us for i in simt)
+    tc = sum(_sol_us(ctx, groups[i].flops, groups[i].bytes, target) for i in simt)
+    used.update(simt)
+    flops = sum(groups[i].flops for i in simt)
+    n = ctx.n_steps
+    return _finding(
+        "no-tensor-cores", ctx.share(max(today - tc / ATTAINABLE, 0.0)),
+        f"Matrix math runs on the FP32 SIMT path: {flops / n / 1e12:,.2f} TFLOP per step at "
+        f"{flops / today * 1e-6:,.1f} TFLOP/s ({today / n / 1e3:.2f} ms); on the {target} tensor-core roof "
+        f"({ctx.ceilings.compute[target] / 1e12:,.0f} TFLOP/s) its speed of light is {tc / n / 1e3:.3f} ms.",
+        {"simt_gemm_time_pct": ctx.share(today), "tflops_achieved": flops / today * 1e-6,
+         "tensor_roof_tflops": ctx.ceilings.compute[target] / 1e12, "tensor_path": target,
+         "ops": [_op_line(ctx, groups[i], sols.get(i)) for i in simt[:5]], "ceilings": ctx.ceilings.source},
+        "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
+        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
+        [ctx.event(groups[i].first_kernel_row) for i in simt[:5]],
+    )
+
+
+def ncu_command(ctx: Context, g) -> str:
+    """The `perflab ncu` call that profiles this op's kernel (ncu matches the function name by default)."""
+    base = re.sub(r"^(void\s+)?", "", g.kernel).split("(")[0].split("<")[0].rsplit("::", 1)[-1].strip()
+    first = g.rows[0] if g.rows else g.first_kernel_row
+    same = (ctx.trace.name == ctx.trace.name[first]) & (ctx.trace.ts < ctx.trace.ts[first])
+    skip = int(same.sum())
+    return (f"perflab ncu --kernel '{re.escape(base) or '.'}' --launch-skip {skip} --launch-count 1 "
+            "-- python YOUR_SCRIPT.py")
+
+
+def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
+    groups = ctx.op_work.groups
+    sols = _sol_by_group(ctx)
+    sms = ctx.ceilings.sms or _sms(ctx)
+    small, far = [], []
+    for i, g in enumerate(groups):
+        s = sols.get(i)
+        if i in used or s is None or s.get("sol_us") is None or s.get("pct_of_roof") is None:
+            continue
+        if s["pct_of_roof"] >= FAR_BELOW_PCT or not (g.flops or g.bytes):
+            continue  # at the roof, or nothing to judge (a memset of unrecorded size)
+        gap = s["time_us"] - s["sol_us"] / ATTAINABLE
+        if gap <= 0:
+            continue
+        narrow = bool(sms) and 0 < g.grid < sms
+        if s["sol_us"] * ctx.n_steps / max(g.calls, 1) < TINY_SOL_US and not narrow:
+            continue  # too little work per call for Nsight Compute to find a limiter: fusion is the answer
+        (small if narrow else far).append((gap, i, s))
+    out: list[Finding] = []
+    for fid, items in (("small-grid", small), ("below-roof", far)):
+        if not items:
+            continue
+        items.sort(key=lambda x: -x[0])
+        gap = sum(x[0] for x in items)
+        top_gap, top, s = items[0]
+        g = groups[top]
+        lines = [_op_line(ctx, groups[i], s_) for _, i, s_ in items[:5]]
+        cmd = ncu_command(ctx, g)
+        where = (f"{g.name} {g.dims[:60]} runs at {s['pct_of_roof']:.0f}% of its {s['bound']} roof "
+                 f"({_rate(s)}; {s['time_us']:.1f} µs per step where its work needs {s['sol_us']:.1f} µs)")
+        if fid == "small-grid":
+            summary = (f"{len(items)} op(s) run far below their roof with grids smaller than the GPU "
+                       f"({sms} SMs): {where}, launching {g.grid} blocks of {g.block} threads: most SMs have nothing "
+                       "to run.")
+            fix = ("Give each launch more parallel work: batch the small ops together (larger batch, grouped GEMMs, "
+                   "torch.compile to fuse them), split the work finer (more, smaller blocks; split-K), or run "
+                   f"independent ops side by side on streams. To confirm on the kernel: {cmd}")
+        else:
+            summary = (f"{len(items)} op(s) run far below their speed of light and the trace cannot say why: {where}.")
+            fix = (f"Profile the kernel with Nsight Compute to see which unit holds it back: {cmd} "
+                   "(then `perflab doctor` on the report).")
+        out += _finding(fid, ctx.share(gap * ctx.n_steps), summary,
+                        {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms,
+                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source},
+                        fix, [ctx.event(groups[i].first_kernel_row) for _, i, _ in items[:5]])
+        used.update(i for _, i, _ in items)
+    return out
+
+
+def _rate(s: dict) -> str:
+    if s["bound"] == "compute":
+        return f"{s['tflops']:,.1f} TFLOP/s"
+    return f"{s['gbps']:,.0f} GB/s"
+
+
+def _sms(ctx: Context) -> int | None:
+    props = ctx.trace.meta.get("device_properties") or []
+    counts = [p.get("numSms") for p in props if isinstance(p.get("numSms"), int)]
+    return counts[0] if counts else None
+
+
+@rule
+def speed_of_light(ctx: Context) -> list[Finding]:
+    if not ready(ctx):
+        return []
+    used: set[int] = set()
+    out: list[Finding] = []
+    for part in (dequant, chains, no_tensor_cores, below_roof):
+        out += part(ctx, used)
+    return out
