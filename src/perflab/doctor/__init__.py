@@ -61,7 +61,8 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     ctx = Context.build(trace, step=step, ranks=traces)
     source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
               "ranks": [t.rank for t in traces], "rank": trace.rank,
-              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), **_cut_short(trace, ctx.windows)}}
+              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
+                         **_cut_short(trace, ctx.windows)}}
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
         from perflab.doctor.cpu import cpu_report
 

@@ -31,6 +31,9 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
+    found_by = (src.get("window") or {}).get("found_by")
+    if found_by and found_by != "ProfilerStep ranges":
+        console.print(Text("steps: " + found_by, style="dim"))
     summary = report.analyses.get("summary") if report.analyses else None
     split = report.analyses.get("cpu_time_split") if report.analyses else None
     if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
