@@ -34,9 +34,14 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
         return _dispatch(kind, path)
     if kind == sniff.UNKNOWN:
         raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Compute report or a memory snapshot")
-    from perflab.trace.kineto import load_ranks
+    from perflab.trace.kineto import load_folder, load_ranks
 
-    return diagnose_trace(load_ranks(path), rank=rank, step=step)
+    if not path.is_dir():
+        return diagnose_trace(load_ranks(path), rank=rank, step=step)
+    folder = load_folder(path)
+    report = diagnose_trace(folder.traces, rank=rank, step=step)
+    report.source["folder"] = folder.accounting()
+    return report
 
 
 def _dispatch(kind: str, path: Path) -> Report:

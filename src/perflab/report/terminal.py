@@ -31,6 +31,8 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
+    if src.get("folder"):
+        _render_folder(console, src["folder"])
     analyses = report.analyses or {}
     found_by = (src.get("window") or {}).get("found_by")
     if found_by and found_by != "ProfilerStep ranges" and (src.get("window") or {}).get("kind") != "trace-span":
@@ -71,6 +73,18 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(table)
     top = report.findings[0]
     console.print(Text("fix: ", style="bold") + Text(top.fix))
+
+
+def _render_folder(console: Console, folder: dict) -> None:
+    """Every file of a folder of ranks: read, unreadable (why), not a trace, a duplicate or another job's."""
+    counts = ", ".join(f"{n} {status}" for status, n in folder["counts"].items())
+    console.print(Text(f"folder: {sum(folder['counts'].values())} files ({counts}); ranks read "
+                       f"{folder['ranks_read']} of world size {folder['world_size']}", style="dim"))
+    for f in folder["files"]:
+        if f["status"] != "read":
+            console.print(Text(f"  {f['path'].rsplit('/', 1)[-1]}: {f['status']}: {f.get('reason', '')}", style="dim"))
+    if folder.get("note"):
+        console.print(Text("note: " + folder["note"], style="yellow"))
 
 
 def _ms(v) -> str:
