@@ -162,6 +162,7 @@ def _metadata(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         "rank": _int_or(dist.get("rank"), 0),
         "world_size": _int_or(dist.get("world_size"), 1),
         "backend": dist.get("backend"),
+        "pg_count": dist.get("pg_count"), "nccl_version": dist.get("nccl_version"),  # same for all ranks of a job
         "device_properties": [p for p in props if isinstance(p, dict)],
         "base_time_ns": doc.get("baseTimeNanoseconds"),
         "trace_name": doc.get("traceName"),

@@ -2,7 +2,8 @@
 
 Every file in the folder is accounted for: read (a rank of the job), unreadable (with the reader's reason),
 not a Kineto trace, a second trace of a rank already read, or part of another job. Ranks of one job share
-their world size and backend and were recorded together: their absolute times (a trace's `ts` plus its
+their world size, backend, process-group count and NCCL version (Kineto records no job id) and were
+recorded together: their absolute times (a trace's `ts` plus its
 `baseTimeNanoseconds`, as HTA reads them) lie within JOB_GAP_S of each other. Traces of several jobs are
 never merged into one world: when one job holds most of the traces it is the job and the others are
 listed as not part of it; otherwise the folder is refused with the list of jobs.
@@ -77,7 +78,9 @@ def _end_s(trace: Trace) -> float:
 
 
 def _key(trace: Trace) -> tuple:
-    return (int(trace.meta.get("world_size") or 1), str(trace.meta.get("backend") or ""))
+    m = trace.meta
+    return (int(m.get("world_size") or 1), str(m.get("backend") or ""), str(m.get("pg_count") or ""),
+            str(m.get("nccl_version") or ""))
 
 
 def _group(traces: list[Trace]) -> list[list[Trace]]:
@@ -146,9 +149,7 @@ def load_folder(path: str | Path, load) -> Folder:
 
 
 def _why_other(t: Trace, ref: Trace) -> str:
-    (w, b), (rw, rb) = _key(t), _key(ref)
-    if w != rw:
-        return f"another job: world size {w}, not {rw}"
-    if b != rb:
-        return f"another job: backend {b or 'none'}, not {rb or 'none'}"
+    for what, mine, theirs in zip(("world size", "backend", "process-group count", "NCCL version"), _key(t), _key(ref)):
+        if mine != theirs:
+            return f"another job: {what} {mine or 'none'}, not {theirs or 'none'}"
     return f"another job: recorded {abs(_start_s(t) - _start_s(ref)) / 60:,.0f} min apart (another time base or run)"
