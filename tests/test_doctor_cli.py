@@ -123,8 +123,8 @@ def test_doctor_on_peer_traces(capsys):
             assert [x.id for x in rep.findings] == ["comm-not-overlapped", "host-compute"]
             assert rep.verdict.startswith("CPU-only trace (no GPU activity): The step thread waits in collectives "
                                           "(gloo:all_reduce) 85%")
-        if "cupti_profiler" in f.name:  # CPU-only, busy in torch ops: nothing above low
-            assert rep.findings == [] and "no host-side bottleneck" in rep.verdict
+        if "cupti_profiler" in f.name:  # kernels recorded as CUPTI profiler ranges: no timeline to judge
+            assert rep.findings == [] and "CUPTI profiler ranges" in rep.verdict
 
 
 @pytest.mark.skipif(not PEER.is_dir(), reason="peer traces not available")

@@ -64,8 +64,8 @@ def test_time_split_python_ops_and_frames(tmp_path):
     assert s["steps"] == 2 and s["window_us"] == pytest.approx(2000.0)
     # python: 800 µs before step 1's op; step 1's last 50 µs run on into step 2's 800 µs (one stretch
     # of 850, the steps are back to back); only step 2's last 50 µs are a short stretch (dispatch)
-    assert s["pct"] == pytest.approx({"dataloader": 0.0, "comm": 0.0, "ops": 15.0, "python": 85.0, "host": 82.5,
-                                      "dispatch": 2.5})
+    assert s["pct"] == pytest.approx({"dataloader": 0.0, "comm": 0.0, "ops": 15.0, "wait": 0.0, "python": 85.0,
+                                      "host": 82.5, "dispatch": 2.5})
     frames = {f["where"]: f["python_us"] for f in s["top_python_frames"]}
     # featurize's own 600 µs; the builtin's 190 µs stays with its caller (step), with step's 60 µs of its own
     assert frames == pytest.approx({"workload.py:featurize": 1200.0, "workload.py:step": 500.0})
@@ -91,8 +91,8 @@ def test_time_split_comm_is_waiting_for_a_collective_on_any_thread(tmp_path):
 
 def test_time_split_dataloader_includes_its_ops(tmp_path):
     s = split_of(cpu_trace(tmp_path, [LOADER_STEP]))
-    assert s["pct"] == pytest.approx({"dataloader": 70.0, "comm": 0.0, "ops": 20.0, "python": 10.0, "host": 0.0,
-                                      "dispatch": 10.0})
+    assert s["pct"] == pytest.approx({"dataloader": 70.0, "comm": 0.0, "ops": 20.0, "wait": 0.0, "python": 10.0,
+                                      "host": 0.0, "dispatch": 10.0})
     assert s["top_python_frames"] == []
 
 

@@ -116,8 +116,8 @@ def test_every_peer_trace_loads():
     for f in files:
         t = kineto.load(f)
         assert len(t) > 0 and t.meta["path"] == str(f)
-    ranks = kineto.load_ranks(PEER)
-    assert len(ranks) >= 4 and [t.rank for t in ranks] == sorted(t.rank for t in ranks)
+    with pytest.raises(UnreadableInput, match="different jobs, not the ranks of one"):
+        kineto.load_ranks(PEER)  # fifteen traces of other jobs are no world of ranks
 
 
 # -- bad input: one clear error, never a traceback --------------------------------------------------

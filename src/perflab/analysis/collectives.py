@@ -49,8 +49,9 @@ BUS_FACTOR = {
 _KINDS = (  # first match wins; applied to recorded collective names and to kernel names
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
-    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
-    ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
+    ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce|quick_?reduce", re.IGNORECASE)),
+    # expert-parallel dispatch/combine (DeepEP, pplx) send each token to its experts' ranks: an all-to-all
+    ("all_to_all", re.compile(r"all_?to_?all|a2a|deep_?ep::.*(dispatch|combine)|pplx::", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
     ("send_recv", re.compile(r"send|recv|p2p", re.IGNORECASE)),
     ("barrier", re.compile(r"barrier", re.IGNORECASE)),

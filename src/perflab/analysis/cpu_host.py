@@ -10,7 +10,9 @@ inside the analysis windows, on the thread that runs the steps, each moment is
 - comm: neither, while a collective is in flight on any thread (a `gloo:all_reduce`/`nccl:*` range,
   a `record_param_comms` or `c10d::` op; gloo runs them on worker threads): the step waits for
   communication that no compute hides;
-- python: neither: interpreter time around the ops, split by the length of each stretch between
+- wait: none of these, blocked in a wait (select/poll, a queue or lock, a future, a sleep; analysis.waits):
+  waiting for another thread or process, not computing;
+- python: none of these: interpreter time around the ops, split by the length of each stretch between
   two ops: ``host`` (a stretch of at least LONG_PYTHON_US: featurizing in Python loops, building
   tensors from lists) and ``dispatch`` (shorter stretches: the eager path's own overhead between
   many small ops; on a GPU that would be launch overhead, not host compute). The threshold is the
@@ -29,6 +31,7 @@ import numpy as np
 
 from perflab.analysis.host import dataloader
 from perflab.analysis.intervals import Coverage, complement, difference, intersect, merge
+from perflab.analysis.waits import waiting
 from perflab.analysis.windows import Windows, per_windows, profiler_steps
 from perflab.trace.model import CPU_OP, PYTHON, STEP_RE, USER_ANNOTATION, Trace
 
@@ -39,11 +42,13 @@ _COMM = re.compile(r"^(gloo|nccl|mpi|ucc):|^record_param_comms$|^c10d::")
 
 
 def step_thread(trace: Trace) -> int:
-    """The thread that holds the ProfilerStep ranges, else the one with the most operator time."""
+    """The thread that holds the ProfilerStep ranges, else the one with the most operator (else Python) time."""
     is_step = trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
     rows = np.flatnonzero(is_step & np.isin(trace.kind, (USER_ANNOTATION, CPU_OP)))
     if rows.size == 0:
         rows = np.flatnonzero(trace.kind == CPU_OP)
+    if rows.size == 0:  # no operators at all (a Python-only process): the thread with the most recorded time
+        rows = np.flatnonzero(np.isin(trace.kind, (PYTHON, USER_ANNOTATION)))
     if rows.size == 0:
         return -1
     tids, inv = np.unique(trace.tid[rows], return_inverse=True)
@@ -72,12 +77,16 @@ def _split(trace: Trace, windows: Windows) -> dict:
                                                     np.concatenate((loader.e, ops_in[1])))))
     busy = merge(np.concatenate((loader_in[0], comm_in[0], ops_in[0])),
                  np.concatenate((loader_in[1], comm_in[1], ops_in[1])))
-    python = intersect(win, complement(busy[0], busy[1], windows.lo, windows.hi)) if total > 0 else busy
+    blocked = waiting(trace, tid)  # select/poll, queue and lock waits, sleeps: the thread is not computing
+    wait_in = intersect(win, difference((blocked.s, blocked.e), busy))
+    idle = merge(np.concatenate((busy[0], wait_in[0])), np.concatenate((busy[1], wait_in[1])))
+    python = intersect(win, complement(idle[0], idle[1], windows.lo, windows.hi)) if total > 0 else idle
     long = (python[1] - python[0]) >= LONG_PYTHON_US
-    us = {"dataloader": _len(loader_in), "comm": _len(comm_in), "ops": _len(ops_in), "python": _len(python),
-          "host": _len((python[0][long], python[1][long])), "dispatch": _len((python[0][~long], python[1][~long]))}
+    us = {"dataloader": _len(loader_in), "comm": _len(comm_in), "ops": _len(ops_in), "wait": _len(wait_in),
+          "python": _len(python), "host": _len((python[0][long], python[1][long])),
+          "dispatch": _len((python[0][~long], python[1][~long]))}
     pct = {k: (100.0 * v / total if total > 0 else 0.0) for k, v in us.items()}
-    parts = {"dataloader": loader_in, "comm": comm_in, "ops": ops_in, "python": python,
+    parts = {"dataloader": loader_in, "comm": comm_in, "ops": ops_in, "wait": wait_in, "python": python,
              "host": (python[0][long], python[1][long]), "dispatch": (python[0][~long], python[1][~long])}
     names = trace.name[comm_rows]
     by_name = np.bincount(names, weights=trace.dur[comm_rows]) if names.size else np.zeros(0)

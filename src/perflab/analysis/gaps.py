@@ -19,6 +19,9 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   latency between kernels (< 30 µs, HTA's "kernel wait"): a cost of tiny kernels, not of the host.
 - other: queued work that still did not start (waiting on another stream, event or rank), or the
   host inside torch.profiler's own frames (prof.step(): the measurement, not the workload).
+- alloc: the host was inside device allocator calls (cudaMalloc, cudaFree, ...: analysis.allocator).
+- wait: the host was blocked in a wait for something other than the GPU (a queue, a poll for requests,
+  another process: analysis.waits): the GPU had no work to do, the host did not compute.
 """
 from __future__ import annotations
 
@@ -26,16 +29,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.host import dataloader, host_work, memcpy_calls, ops_holding_gaps, profiler_bookkeeping
+from perflab.analysis.allocator import allocator_time
+from perflab.analysis.gap_examples import copy_idle_by_direction, examples
+from perflab.analysis.host import dataloader, host_work, memcpy_calls, profiler_bookkeeping
 from perflab.analysis.intervals import Coverage, merge
 from perflab.analysis.links import gpu_rows, launch_of, launch_rows
-from perflab.analysis.memcpy import direction, is_pageable
-from perflab.analysis.syncs import origin_op, sync_rows
-from perflab.analysis.windows import Windows, per_windows, trace_origin
+from perflab.analysis.syncs import sync_rows
+from perflab.analysis.waits import waiting
+from perflab.analysis.windows import Windows, per_windows
 from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct
 
-CAUSES = ("sync", "copy", "input", "launch", "host", "queued", "other")
-SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER = range(7)
+CAUSES = ("sync", "copy", "input", "launch", "host", "queued", "other", "alloc", "wait")
+SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER, ALLOC, WAIT = range(9)
 KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
 LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
 SYNC_TOLERANCE_US = 2.0     # host and device clocks
@@ -137,16 +142,17 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     cause[queued & (length < KERNEL_WAIT_US)] = QUEUED
     cause[host_wait] = LAUNCH
     cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
-    quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
-                        np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)))
+    host_tids = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
+    host_end = np.where(host_wait, launch_ts, ge)
+    quiet = _quiet_host(trace, gs, host_end, host_tids)
     # A short wait for a launch filled with µs-long ops that launch nothing (views, reshapes, Python
     # glue between ops) is the eager dispatch path: launch overhead, unless a long op is among them.
-    long_quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
-                             np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)),
-                             min_op_us=HOST_OP_MIN_US)
+    long_quiet = _quiet_host(trace, gs, host_end, host_tids, min_op_us=HOST_OP_MIN_US)
     quiet &= ~(host_wait & (length <= LAUNCH_GAP_MAX_US)) | long_quiet
     waiting_for_host = ~queued  # with work already queued, what the host does is beside the point
     cause[waiting_for_host & quiet] = HOST
+    cause[waiting_for_host & _thread_share(gs, host_end, host_tids, lambda t: waiting(trace, t))] = WAIT
+    cause[waiting_for_host & _thread_share(gs, host_end, host_tids, lambda t: allocator_time(trace, t))] = ALLOC
     cause[waiting_for_host & (profiler_bookkeeping(trace).covered(gs, ge) >= MAJORITY * length)] = OTHER
     cause[waiting_for_host & in_loader] = INPUT
     call_copy, in_copy_call = _copy_in_call(trace, copies, gs, ge)
@@ -162,7 +168,8 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     # Host work we can see (CPU ops that launch nothing, loading data, staging a copy) is its own
     # cause; the sync then only costs the time the host stayed blocked. A long stretch with no
     # recorded host activity proves nothing of the kind: there the sync keeps min(drain, after).
-    own_work = (np.isin(cause, (HOST, INPUT, COPY))) & (waiting_for_host & (quiet | in_loader | in_copy_call))
+    own_work = (np.isin(cause, (HOST, INPUT, COPY, ALLOC))) & waiting_for_host & (quiet | in_loader | in_copy_call
+                                                                                  | (cause == ALLOC))
     sync_cost = (blocking["held"] + np.where(own_work, 0.0, blocking["overlap"])) * scale
 
     rest = np.maximum(inside - sync_cost - ext_wait, 0.0)
@@ -175,7 +182,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     by_cause["other"] += float(ext_wait.sum())
 
     waited_copy_row = _last_copy_before(trace, copies, gs)
-    copy_idle = _copy_idle_by_direction(
+    copy_idle = copy_idle_by_direction(
         trace,
         [(np.where(cause == COPY, rest, 0.0), np.where(call_copy >= 0, call_copy, waited_copy_row)),
          (np.where(on_copy, sync_cost, 0.0), np.where(blocking["copy_row"] >= 0, blocking["copy_row"],
@@ -194,7 +201,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     return GapAnalysis(
         device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
         by_cause=by_cause, gap_count=counts, copy_idle=copy_idle, sync=sync_info,
-        examples=_examples(trace, gaps),
+        examples=examples(trace, gaps, CAUSES),
     )
 
 
@@ -308,6 +315,17 @@ def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray, 
     return out & (span > 0)
 
 
+def _thread_share(lo: np.ndarray, hi: np.ndarray, tids: np.ndarray, coverage) -> np.ndarray:
+    """Per gap: did its host thread spend most of [lo, hi) inside `coverage(tid)`?"""
+    out = np.zeros(lo.size, dtype=bool)
+    span = np.maximum(hi - lo, 1e-9)
+    for tid in distinct(tids).tolist():
+        if tid >= 0 or tid <= -2:  # -1: no known thread
+            on = tids == tid
+            out[on] = coverage(tid).covered(lo[on], hi[on]) >= MAJORITY * span[on]
+    return out & (hi > lo)
+
+
 def _copy_in_call(trace: Trace, copies: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Gaps the host spent inside a memcpy call, and the copy that call issued.
 
@@ -341,58 +359,6 @@ def _last_copy_before(trace: Trace, copies: np.ndarray, t: np.ndarray) -> np.nda
     ends = trace.end[copies][order]
     i = np.searchsorted(ends, t + SYNC_TOLERANCE_US, side="right") - 1
     return np.where(i >= 0, copies[order][np.maximum(i, 0)], -1)
-
-
-def _copy_idle_by_direction(trace: Trace, parts: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Copy-caused idle time by the direction (and pinned/pageable) of the copy involved."""
-    out: dict[str, float] = {"h2d": 0.0, "d2h": 0.0, "d2d": 0.0, "other": 0.0, "pageable": 0.0}
-    for amount, row in parts:
-        for g in np.flatnonzero(amount > 0).tolist():
-            r = int(row[g])
-            name = trace.name_of(r) if r >= 0 else ""
-            out[direction(name) if r >= 0 else "other"] += float(amount[g])
-            if r >= 0 and is_pageable(name):
-                out["pageable"] += float(amount[g])
-    return out
-
-
-def _examples(trace: Trace, gaps: dict, per_cause: int = 5) -> dict[str, list[dict]]:
-    """The biggest gaps of each cause, as events a person can find in the timeline."""
-    origin = trace_origin(trace)
-    out: dict[str, list[dict]] = {}
-    gs, ge, inside, cause = gaps["gs"], gaps["ge"], gaps["inside"], gaps["cause"]
-    draining = np.flatnonzero(gaps["draining"])
-    if draining.size:
-        top = draining[np.argsort(-gaps["sync_part"][draining], kind="stable")][:per_cause]
-        rows = gaps["sync_row"][top]
-        origins = origin_op(trace, rows)
-        out["sync"] = [{"name": f"{trace.name_of(r)}" + (f" (in {o})" if o else ""),
-                        "ts_us": float(trace.ts[r] - origin), "dur_us": float(trace.dur[r]),
-                        "gpu_idle_after_us": float(inside[g])}
-                       for g, r, o in zip(top.tolist(), rows.tolist(), origins)]
-    for k, name in enumerate(CAUSES):
-        if name == "sync":
-            continue
-        idx = np.flatnonzero((cause == k) & (gaps["rest"] > 0))
-        if idx.size == 0:
-            continue
-        top = idx[np.argsort(-inside[idx], kind="stable")][:per_cause]
-        events = []
-        for g in top.tolist():
-            nxt = int(gaps["nxt"][g])
-            label = f"GPU idle before {trace.name_of(nxt)}" if nxt >= 0 else "GPU idle until the step ends"
-            events.append({"name": label[:200], "ts_us": float(gs[g] - origin), "dur_us": float(ge[g] - gs[g])})
-        out[name] = events
-    host_gaps = np.flatnonzero(cause == HOST)
-    found = []
-    for tid in distinct(gaps["tid"][host_gaps]).tolist():
-        on = host_gaps[gaps["tid"][host_gaps] == tid]
-        found += ops_holding_gaps(trace, tid, gs[on], ge[on])
-    found.sort(key=lambda x: -x[1])
-    if found:
-        out["host_ops"] = [{"name": trace.name_of(r), "ts_us": float(trace.ts[r] - origin),
-                            "dur_us": float(trace.dur[r]), "overlap_us": amount} for r, amount in found[:per_cause]]
-    return out
 
 
 def analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:

@@ -16,9 +16,13 @@ MAJORITY = 0.5
 
 
 def _cpu_rows(trace: Trace) -> np.ndarray:
+    """Host ranges other than the steps themselves (ProfilerStep#N, or the annotations found as steps)."""
+    from perflab.analysis.windows import profiler_steps
+
     def compute() -> np.ndarray:
         host = np.isin(trace.kind, (CPU_OP, PYTHON, USER_ANNOTATION))
         not_step = ~trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
+        not_step[profiler_steps(trace).rows] = False
         return np.flatnonzero(host & not_step & (trace.dur > 0))
     return trace.cached("host_cpu_rows", compute)
 

@@ -17,9 +17,13 @@ TYPES = ("gemm", "conv", "attention", "elementwise", "reduction", "memcpy", "mem
 _PATTERNS = (
     ("memcpy", re.compile(r"^(memcpy|dma)|^copy(host|device)to", re.I)),
     ("memset", re.compile(r"^memset|^fill(buffer|device)", re.I)),
+    # NCCL/RCCL, MPI-style names, NVSHMEM, DeepEP and pplx expert dispatch/combine, the custom all-reduces of
+    # vLLM/SGLang (cross_device_reduce), TensorRT-LLM/FlashInfer (one/two-shot, lamport), PyTorch symmetric
+    # memory (multimem), Megatron/TE userbuffers, MSCCL++, AMD quick reduce, UCC
     ("communication", re.compile(
         r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce|nvshmem|"
-        r"one_?shot_all|two_?shot_all|multimem", re.I)),
+        r"one_?shot_?all|two_?shot_?all|multimem|deep_?ep::|\bpplx::|a2a_?(dispatch|combine)|moe_?a2a|"
+        r"lamport|userbuffers|mscclpp|quick_?reduce|\bucc_", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mha_|xformers|paged_att|_fwd_kernel_?split", re.I)),
     ("elementwise", re.compile(r"embedding|multi_tensor_apply|nchwtonhwc|nhwctonchw", re.I)),
     ("conv", re.compile(r"conv|implicit_?gemm|fprop|dgrad|wgrad|winograd|fft2d|cudnn::detail::|[sh]cudnn", re.I)),

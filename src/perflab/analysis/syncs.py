@@ -25,12 +25,17 @@ def is_sync_call(name: str) -> bool:
 
 
 def sync_rows(trace: Trace) -> np.ndarray:
-    """Rows of blocking calls, sorted by start. Falls back to sync ops when runtime calls were not traced."""
+    """Rows of blocking calls, sorted by start. Falls back to sync ops when the sync calls were not traced: only
+    those that copied from the device when runtime calls were (.item() of a CPU tensor waits for nothing)."""
     def compute() -> np.ndarray:
         calls = np.flatnonzero((trace.kind == RUNTIME) & trace.name_table_mask(is_sync_call))
         if calls.size == 0:
             calls = np.flatnonzero((trace.kind == CPU_OP) & trace.name_table_mask(
                 lambda n: n in ("aten::_local_scalar_dense",)))
+            copies = np.flatnonzero((trace.kind == RUNTIME) & trace.name_table_mask(lambda n: "Memcpy" in n))
+            if (trace.kind == RUNTIME).any():
+                calls = calls[[bool(((trace.tid[copies] == trace.tid[c]) & (trace.ts[copies] >= trace.ts[c])
+                                     & (trace.ts[copies] <= trace.end[c])).any()) for c in calls.tolist()]]
         return calls[np.argsort(trace.ts[calls], kind="stable")]
     return trace.cached("sync_rows", compute)
 

@@ -5,7 +5,7 @@ the workload's steady state, so every per-step number is computed inside these w
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,9 +17,11 @@ from perflab.trace.model import CPU_OP, OTHER, STEP_RE, USER_ANNOTATION, Trace
 
 @dataclass(frozen=True)
 class Steps:
-    number: np.ndarray  # ProfilerStep#N numbers, sorted by start
+    number: np.ndarray  # ProfilerStep#N numbers (found steps: 0, 1, ...), sorted by start
     start: np.ndarray
     end: np.ndarray
+    found_by: str = "ProfilerStep ranges"
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # host rows that are the steps
 
     def __len__(self) -> int:
         return int(self.number.size)
@@ -31,6 +33,7 @@ class Windows:
     end: np.ndarray
     kind: str                 # "steps" | "step" | "gpu-span" | "trace-span"
     steps: tuple[int, ...] = ()
+    found_by: str = ""        # how the steps were found, in words
 
     @property
     def total(self) -> float:
@@ -65,12 +68,12 @@ class Windows:
 
 
 def profiler_steps(trace: Trace) -> Steps:
+    """The ProfilerStep#N ranges; without them, the steps analysis.step_finder finds (annotations, iterations)."""
     def compute() -> Steps:
         is_step = trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
         rows = np.flatnonzero(is_step & np.isin(trace.kind, (USER_ANNOTATION, CPU_OP)))
         if rows.size == 0:
-            empty = np.zeros(0)
-            return Steps(np.zeros(0, dtype=np.int64), empty, empty)
+            return _found_steps(trace)
         numbers = np.array([int(STEP_RE.fullmatch(trace.names[i].strip()).group(1)) for i in trace.name[rows]])
         # One range per step number: the longest record of it.
         order = np.lexsort((-trace.dur[rows], numbers))
@@ -79,8 +82,18 @@ def profiler_steps(trace: Trace) -> Steps:
         numbers, rows = numbers[first], rows[first]
         by_start = np.argsort(trace.ts[rows], kind="stable")
         rows = rows[by_start]
-        return Steps(numbers[by_start], trace.ts[rows].copy(), trace.end[rows].copy())
+        return Steps(numbers[by_start], trace.ts[rows].copy(), trace.end[rows].copy(), rows=rows)
     return trace.cached("steps", compute)
+
+
+def _found_steps(trace: Trace) -> Steps:
+    from perflab.analysis.step_finder import find_steps
+
+    found = find_steps(trace)
+    if found is None:
+        empty = np.zeros(0)
+        return Steps(np.zeros(0, dtype=np.int64), empty, empty, found_by="")
+    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows)
 
 
 def step_completion(trace: Trace) -> np.ndarray:
@@ -124,19 +137,23 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         # the step's own work starts once the previous step's work is done (the host may run ahead)
         start = max(float(steps.start[i]), float(done[i - 1]) if i > 0 else -np.inf)
         end = max(float(done[i]), start)
-        return Windows(np.array([start]), np.array([end]), "step", (int(step),))
+        return Windows(np.array([start]), np.array([end]), "step", (int(step),), steps.found_by)
     if len(steps):
         # A step cut short by the end of profiling claims time nothing was recorded in.
         end = np.minimum(step_completion(trace), _recorded_end(trace))
         keep = end > steps.start
         start, end = merge(steps.start[keep], end[keep])
-        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]))
+        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), steps.found_by)
     rows = gpu_rows(trace)
     if rows.size:  # from the first launch to the end of the last GPU op
         links = launch_of(trace)[rows]
         first = min(float(trace.ts[rows].min()), float(trace.ts[links[links >= 0]].min(initial=np.inf)))
-        return Windows(np.array([first]), np.array([trace.end[rows].max()]), "gpu-span")
-    return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span")
+        return Windows(np.array([first]), np.array([trace.end[rows].max()]), "gpu-span", (), _NO_STEPS + "GPU work")
+    return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span", (), _NO_STEPS + "trace")
+
+
+_NO_STEPS = ("no steps found (no ProfilerStep, no repeated annotation or iteration that launches most of the GPU "
+             "work): the analysis covers the span of the ")
 
 
 def _recorded_end(trace: Trace) -> float:

@@ -34,9 +34,14 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
         return _dispatch(kind, path)
     if kind == sniff.UNKNOWN:
         raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Compute report or a memory snapshot")
-    from perflab.trace.kineto import load_ranks
+    from perflab.trace.kineto import load_folder, load_ranks
 
-    return diagnose_trace(load_ranks(path), rank=rank, step=step)
+    if not path.is_dir():
+        return diagnose_trace(load_ranks(path), rank=rank, step=step)
+    folder = load_folder(path)
+    report = diagnose_trace(folder.traces, rank=rank, step=step)
+    report.source["folder"] = folder.accounting()
+    return report
 
 
 def _dispatch(kind: str, path: Path) -> Report:
@@ -62,7 +67,8 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     ctx = Context.build(trace, step=step, ranks=traces)
     source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
               "ranks": [t.rank for t in traces], "rank": trace.rank,
-              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), **_cut_short(trace, ctx.windows)}}
+              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
+                         **_cut_short(trace, ctx.windows)}}
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
         from perflab.doctor.cpu import cpu_report
 

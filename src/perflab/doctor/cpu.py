@@ -56,14 +56,37 @@ def _evidence(split: dict) -> dict:
             "ops_pct": split["pct"]["ops"], "python_pct": split["pct"]["python"],
             "long_python_pct": split["pct"]["host"], "dispatch_pct": split["pct"]["dispatch"],
             "dataloader_pct": split["pct"]["dataloader"], "comm_pct": split["pct"].get("comm", 0.0),
+            "wait_pct": split["pct"].get("wait", 0.0),
             "median_step_pct": {k: round(v, 2) for k, v in split["typical_pct"].items()}}
 
 
+WAITING_PCT = 75.0  # a process whose threads wait this share of their recorded time is not computing
+
+
 def cpu_report(trace: Trace, report: Report) -> Report:
-    """The doctor's (empty) report of a CPU-only trace, with the CPU-side findings and their numbers."""
+    """The doctor's report of a trace without GPU activity: a recording that missed the GPU, a process that
+    only waits (on requests, other processes, another thread), or a CPU workload and its CPU-side findings."""
+    from perflab.analysis.recording import unrecorded_gpu_work
+    from perflab.analysis.waits import thread_waits
+
+    unrecorded = unrecorded_gpu_work(trace)
+    if unrecorded:
+        return Report(source=report.source, verdict=unrecorded["summary"] + " " + unrecorded["fix"], findings=[],
+                      analyses={**report.analyses, "recording": unrecorded})
+    windows = analysis_windows(trace)
+    waits = thread_waits(trace, windows)
+    if waits["threads"] and waits["wait_pct"] >= WAITING_PCT:
+        names = ", ".join(w["name"] for w in waits["top_waits"][:2])
+        verdict = (f"No GPU work in this process (no kernel, copy or launch recorded): it is not what keeps a GPU "
+                   f"busy or idle. Its threads wait {waits['wait_pct']:.1f}% of their recorded time ({names}) and "
+                   f"compute {waits['busy_us'] / 1e6:,.2f} s in {waits['recorded_us'] / 1e6:,.2f} s of recorded thread time: it waits for "
+                   "requests or for other processes. Profile the process that runs the model (a serving engine's "
+                   "engine-core or worker process) to see what the GPU does.")
+        return Report(source=report.source, verdict=verdict, findings=[],
+                      analyses={**report.analyses, "waits": waits})
     findings = cpu_findings(trace)
     verdict = ("CPU-only trace (no GPU activity): " + findings[0].summary if findings else
                "CPU-only trace (no GPU activity): no host-side bottleneck above low.")
-    split = cpu_time_split(trace, analysis_windows(trace))
+    split = cpu_time_split(trace, windows)
     return Report(source=report.source, verdict=verdict, findings=findings,
-                  analyses={**report.analyses, "cpu_time_split": split})
+                  analyses={**report.analyses, "cpu_time_split": split, "waits": waits})

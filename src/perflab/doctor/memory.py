@@ -48,13 +48,17 @@ def diagnose_memory(path_or_snapshot: str | Path | Any) -> Report:
     findings = rank_findings(run_rules(ctx, source="memory"))
     t = ctx.totals
     if not any(f.severity in ("high", "medium") for f in findings):
+        base = ctx.device["baseline"]
         findings.append(Finding(
             id="healthy", severity="info", gain_pct=0.0,
             evidence={"reserved_mb": t["reserved_mb"], "allocated_mb": t["allocated_mb"],
-                      "private_pools": ctx.device["private_pools"]["count"]},
-            fix="Nothing to fix in this snapshot.",
-            summary=f"Memory is used as allocated: {t['allocated_mb']:.0f} MB allocated of "
-                    f"{t['reserved_mb']:.0f} MB reserved, {ctx.device['private_pools']['count']} private pools."))
+                      "private_pools": ctx.device["private_pools"]["count"], "baseline": base["basis"],
+                      "baseline_mb": base["baseline_mb"], "default_pool_reserved_mb": base["reserved_mb"]},
+            fix="Nothing to fix in this snapshot." if not base["predates_history"] or base["basis"] != "history" else
+                "Nothing found; to judge the cache, record the allocator history from before the first step.",
+            summary=f"Memory is used as allocated: the default pool reserves {base['reserved_mb']:,.0f} MB for "
+                    f"{base['text']}; {t['allocated_mb']:,.0f} MB allocated of {t['reserved_mb']:,.0f} MB reserved in "
+                    f"all, {ctx.device['private_pools']['count']} private pools."))
     source = {"path": str(snap.meta.get("path", "")), "kind": "memory", "device": "",
               "devices": summary["devices"]}
     verdict = findings[0].summary if findings else "Nothing to report."

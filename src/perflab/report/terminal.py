@@ -31,9 +31,23 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
-    summary = report.analyses.get("summary") if report.analyses else None
-    split = report.analyses.get("cpu_time_split") if report.analyses else None
-    if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
+    if src.get("folder"):
+        _render_folder(console, src["folder"])
+    analyses = report.analyses or {}
+    found_by = (src.get("window") or {}).get("found_by")
+    if found_by and found_by != "ProfilerStep ranges" and (src.get("window") or {}).get("kind") != "trace-span":
+        console.print(Text("steps: " + found_by, style="dim"))
+    summary = analyses.get("summary")
+    split = analyses.get("cpu_time_split")
+    waits = analyses.get("waits")
+    if analyses.get("recording"):  # no GPU timeline: no GPU numbers to print
+        rec = analyses["recording"]
+        console.print(Text(f"no GPU activity recorded: {rec['launches']} launches, {rec['profiler_ranges']} CUPTI "
+                           "profiler ranges, 0 kernels", style="dim"))
+    elif waits and not split:
+        console.print(Text(f"no GPU work; {len(waits['threads'])} threads, waiting {waits['wait_pct']:.1f}% of their "
+                           "recorded time", style="dim"))
+    elif summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
         shares = ", ".join(f"{k} {split['pct'].get(k, 0.0):.0f}%" for k in ("ops", "comm", "dataloader", "python"))
         console.print(Text(f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, CPU only; step thread: "
                            f"{shares}", style="dim"))
@@ -42,7 +56,7 @@ def render_report(report: Report, console: Console | None = None, *, events: int
             f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, GPU busy {summary['gpu_busy_pct']:.1f}%, "
             f"{summary['kernels_per_step']:.0f} kernels/step (mean {summary['mean_kernel_us']:.1f} µs), "
             f"{summary['syncs']['per_step']:.1f} syncs/step", style="dim"))
-    multi = report.analyses.get("multigpu") if report.analyses else None
+    multi = analyses.get("multigpu")
     if multi and multi.get("per_rank"):
         _render_ranks(console, multi)
     if not report.findings:
@@ -59,6 +73,18 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(table)
     top = report.findings[0]
     console.print(Text("fix: ", style="bold") + Text(top.fix))
+
+
+def _render_folder(console: Console, folder: dict) -> None:
+    """Every file of a folder of ranks: read, unreadable (why), not a trace, a duplicate or another job's."""
+    counts = ", ".join(f"{n} {status}" for status, n in folder["counts"].items())
+    console.print(Text(f"folder: {sum(folder['counts'].values())} files ({counts}); ranks read "
+                       f"{folder['ranks_read']} of world size {folder['world_size']}", style="dim"))
+    for f in folder["files"]:
+        if f["status"] != "read":
+            console.print(Text(f"  {f['path'].rsplit('/', 1)[-1]}: {f['status']}: {f.get('reason', '')}", style="dim"))
+    if folder.get("note"):
+        console.print(Text("note: " + folder["note"], style="yellow"))
 
 
 def _ms(v) -> str:

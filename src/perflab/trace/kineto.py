@@ -17,7 +17,7 @@ from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
 from perflab.trace.model import GPU_WORK_KINDS, Trace
-from perflab.trace.sniff import KINETO, open_binary, sniff
+from perflab.trace.sniff import open_binary
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
 # Below this size an unusual document (NaN literals, odd layout) is re-read whole by the stdlib.
@@ -73,30 +73,19 @@ def _no_gc():
 
 
 def load_ranks(path: str | Path, *, block_size: int = BLOCK_SIZE) -> list[Trace]:
-    """One trace per rank (rank from distributedInfo.rank), sorted by rank."""
+    """One trace per rank of one job (rank from distributedInfo.rank), sorted by rank; a folder holding the
+    traces of several jobs is refused with the list (trace/kineto_folder.py)."""
     path = Path(path)
     if not path.is_dir():
         return [load(path, block_size=block_size)]
-    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-    traces: dict[int, Trace] = {}
-    reasons = []
-    for f in files:
-        try:
-            if sniff(f) != KINETO:
-                continue
-            trace = load(f, block_size=block_size)
-        except UnreadableInput as exc:
-            reasons.append(str(exc))
-            continue
-        previous = traces.get(trace.rank)
-        if previous is None or f.stat().st_mtime >= Path(previous.meta["path"]).stat().st_mtime:
-            if previous is not None:
-                trace.meta.setdefault("replaced", []).append(previous.meta["path"])
-            traces[trace.rank] = trace
-    if not traces:
-        why = f" ({reasons[0]})" if reasons else ""
-        raise UnreadableInput(f"{path}: no readable Kineto trace in this folder{why}")
-    return [traces[r] for r in sorted(traces)]
+    return load_folder(path, block_size=block_size).traces
+
+
+def load_folder(path: str | Path, *, block_size: int = BLOCK_SIZE):
+    """The ranks of the job in a folder and what became of every file in it (kineto_folder.Folder)."""
+    from perflab.trace.kineto_folder import load_folder as read_folder
+
+    return read_folder(path, lambda f: load(f, block_size=block_size))
 
 
 def _decode_metadata(doc: bytes) -> dict[str, Any]:
@@ -173,6 +162,7 @@ def _metadata(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         "rank": _int_or(dist.get("rank"), 0),
         "world_size": _int_or(dist.get("world_size"), 1),
         "backend": dist.get("backend"),
+        "pg_count": dist.get("pg_count"), "nccl_version": dist.get("nccl_version"),  # same for all ranks of a job
         "device_properties": [p for p in props if isinstance(p, dict)],
         "base_time_ns": doc.get("baseTimeNanoseconds"),
         "trace_name": doc.get("traceName"),

@@ -18,19 +18,24 @@ KIND_NAMES = ("cpu_op", "user_annotation", "python_function", "runtime", "kernel
 GPU_WORK_KINDS = (KERNEL, MEMCPY, MEMSET)
 HOST_KINDS = (CPU_OP, USER_ANNOTATION, PYTHON, RUNTIME)
 
+# Kineto's category spellings from 2020 to today, compared case-insensitively: torch 1.8's traces say
+# "Operator", "Runtime", "Kernel", "Memcpy", "Memset"; later ones "cpu_op", "cuda_runtime", "kernel",
+# "gpu_memcpy"...; ROCm, XPU and other backends name their runtime after themselves.
 _KIND_BY_CAT = {
     "cpu_op": CPU_OP, "operator": CPU_OP,
-    "user_annotation": USER_ANNOTATION, "python_function": PYTHON,
+    "user_annotation": USER_ANNOTATION, "python_function": PYTHON, "python": PYTHON,
     "cuda_runtime": RUNTIME, "cuda_driver": RUNTIME, "runtime": RUNTIME, "hip_runtime": RUNTIME,
-    "kernel": KERNEL, "Kernel": KERNEL, "mtia_ccp_events": KERNEL,
-    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
-    "gpu_memset": MEMSET, "Memset": MEMSET,
+    "hip_driver": RUNTIME, "xpu_runtime": RUNTIME, "xpu_driver": RUNTIME, "mtia_runtime": RUNTIME,
+    "privateuse1_runtime": RUNTIME, "privateuse1_driver": RUNTIME,
+    "kernel": KERNEL, "concurrent_kernel": KERNEL, "mtia_ccp_events": KERNEL,
+    "gpu_memcpy": MEMCPY, "memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "memset": MEMSET,
     "gpu_user_annotation": GPU_ANNOTATION, "cuda_sync": SYNC,
 }
 
 
 def kind_of_category(cat: str) -> int:
-    return _KIND_BY_CAT.get(cat, OTHER)
+    return _KIND_BY_CAT.get(cat.strip().lower(), OTHER) if isinstance(cat, str) else OTHER
 
 
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")

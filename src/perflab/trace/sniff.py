@@ -37,8 +37,8 @@ def peek(path: Path, size: int = _PEEK) -> bytes:
 def _read_some(fh: BinaryIO, size: int) -> bytes:
     out = b""
     try:
-        while len(out) < size:
-            chunk = fh.read(size - len(out))
+        while len(out) < size:  # small reads: a truncated gzip still gives what precedes the cut
+            chunk = fh.read(min(size - len(out), 1 << 12))
             if not chunk:
                 break
             out += chunk

@@ -14,6 +14,8 @@ MIN_POOL_SAVING_MB = 64.0
 MIN_FREE_MB = 256.0
 MIN_RESERVED_OVER_ALLOCATED = 1.5
 MIN_DUPLICATE_MB = 64.0
+MIN_HELD_MB = 256.0
+MIN_HELD_ALLOCS = 8
 
 
 @rule(source="memory")
@@ -40,30 +42,59 @@ def graph_private_pools(ctx) -> list[Finding]:
 
 @rule(source="memory")
 def reserved_over_allocated(ctx) -> list[Finding]:
-    """Cached free memory of the default pool (private pools are the rule above's)."""
-    default = next((p for p in ctx.device["pools"] if not p["private"]), None)
-    if default is None:
-        return []
-    reserved, allocated, free = default["reserved_mb"], default["allocated_mb"], default["free_mb"]
-    ratio = reserved / allocated if allocated else float("inf")
-    if free < MIN_FREE_MB or ratio < MIN_RESERVED_OVER_ALLOCATED:
+    """Cached free memory of the default pool beyond what its peak allocation needed (private pools are the rule
+    above's). The baseline is that peak over the recorded history, else what is allocated at the snapshot."""
+    base = ctx.device["baseline"]
+    reserved, peak = base["reserved_mb"], base["baseline_mb"]
+    excess = reserved - peak
+    ratio = reserved / peak if peak else float("inf")
+    if excess < MIN_FREE_MB or ratio < MIN_RESERVED_OVER_ALLOCATED or base["predates_history"]:
         return []
     t = ctx.totals
-    gain = 100.0 * free / t["reserved_mb"] if t["reserved_mb"] else 0.0
-    peak = ctx.timeline
+    gain = 100.0 * excess / t["reserved_mb"] if t["reserved_mb"] else 0.0
+    against = "its peak" if base["basis"] == "history" else "what is allocated at the snapshot"
     return _finding(
         "memory-capacity", gain,
-        f"Reserved {reserved:.0f} MB but only {allocated:.0f} MB allocated ({ratio:.1f}x): {free:.0f} MB sit "
-        "cached in the allocator"
-        + (f", left over from a peak of {peak['peak_allocated_mb']:.0f} MB allocated" if peak["events"] else "")
-        + ".",
-        {"reserved_mb": reserved, "allocated_mb": allocated, "free_mb": free,
-         "reserved_over_allocated": round(ratio, 3) if allocated else None, "fragmentation": t["fragmentation"],
-         "largest_free_mb": t["largest_free_mb"], "peak_allocated_mb": peak["peak_allocated_mb"],
-         "peak_reserved_mb": peak["peak_reserved_mb"], "peak_site": peak["peak_site"] or ""},
-        "Find what made the peak (the timeline's peak and the top allocation sites): avoid materializing "
-        "large temporaries (e.g. a dequantized copy of every weight), free them sooner, or share pools; "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation.",
+        f"The default pool reserves {reserved:,.0f} MB, {ratio:.1f}x {against} ({peak:,.0f} MB): {excess:,.0f} MB sit "
+        f"cached beyond it. Baseline: {base['text']}.",
+        {"reserved_mb": reserved, "baseline_mb": peak, "baseline": base["basis"], "excess_mb": round(excess, 3),
+         "free_mb": round(reserved - base["allocated_mb"], 3),
+         "reserved_over_baseline": round(ratio, 3) if peak else None, "allocated_mb": base["allocated_mb"],
+         "resident_before_history_mb": base["start_allocated_mb"], "fragmentation": t["fragmentation"],
+         "largest_free_mb": t["largest_free_mb"], "peak_reserved_mb": ctx.timeline["peak_reserved_mb"],
+         "peak_site": ctx.timeline["peak_site"] or ""},
+        "Find what reserved more than the peak needs: blocks of many sizes that fit no cached block (fragmentation: "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), a peak before the recorded history, allocations on "
+        "several streams; avoid materializing large temporaries (a dequantized copy of every weight) and free "
+        "them sooner.",
+    )
+
+
+@rule(source="memory")
+def held_until_released_together(ctx) -> list[Finding]:
+    """Temporaries that stay alive until one moment and are freed together: one owner holds them past their use."""
+    held = ctx.device.get("held_together")
+    if not held or held["mb"] < MIN_HELD_MB or held["allocated_at_events"] < MIN_HELD_ALLOCS:
+        return []
+    resident = held["resident_after_mb"]
+    if held["mb"] < resident:  # gradients freed by zero_grad, a batch dropped: no more than what stays resident
+        return []
+    reserved = ctx.timeline["peak_reserved_mb"] or ctx.totals["reserved_mb"]
+    saving = held["mb"] - held["largest_block_mb"]  # one layer's temporaries at a time would remain
+    gain = 100.0 * saving / reserved if reserved else 0.0
+    where = ", ".join(f"{s['site']} ({s['mb']:,.0f} MB)" for s in held["sites"][:2])
+    return _finding(
+        "memory-capacity", gain,
+        f"{held['mb']:,.0f} MB in {held['blocks']} blocks, allocated one after another ({held['allocated_at_events']} "
+        f"allocations; mostly at {where}), stay alive until one moment and are freed together, "
+        f"{held['mb'] / max(resident, 1e-9):.1f}x what stays allocated ({resident:,.0f} MB): one owner keeps them past "
+        "their last use.",
+        {"held_mb": held["mb"], "blocks": held["blocks"], "allocations": held["allocated_at_events"],
+         "resident_after_mb": resident, "largest_block_mb": held["largest_block_mb"],
+         "peak_reserved_mb": reserved, "sites": [s["site"] for s in held["sites"]]},
+        "Free each temporary after its last use: run inference under torch.inference_mode() or torch.no_grad() (no "
+        "autograd graph keeps activations alive), drop references to intermediate results (no lists of them), "
+        "or process in chunks; the peak then holds one layer's temporaries, not all of them.",
     )
 
 

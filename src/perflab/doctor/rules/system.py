@@ -83,7 +83,10 @@ def host_compute(ctx: Context) -> list[Finding]:
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
     top, warmup, stray, fix_first = "", None, None, ""
-    if ops:
+    if not ops:
+        top = ("; no recorded op holds it: it is Python code between ops (with_stack=True or a sampler such as "
+               "py-spy names the functions)")
+    else:
         o = ops[0]
         share = min(100.0, 100.0 * o["overlap_us"] / max(ctx.gaps.by_cause.get("host", 0.0), 1e-9))
         if share >= 10:
@@ -249,17 +252,34 @@ def directed_copies(ctx: Context) -> list[Finding]:
 
 @rule
 def gpu_idle(ctx: Context) -> list[Finding]:
-    gain = ctx.gaps.pct("other")
+    wait, other = ctx.gaps.pct("wait"), ctx.gaps.pct("other")
+    gain = wait + other
+    evidence = {**_idle_evidence(ctx), "unexplained_idle_pct": other, "host_wait_idle_pct": wait,
+                "queued_gap_pct": ctx.gaps.pct("queued"),
+                "idle_by_cause_pct": {c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}}
+    if wait > other:  # the host thread sat in a wait (a queue, a poll for requests): no host cause to fix here
+        from perflab.analysis.waits import thread_waits
+
+        names = [w["name"] for w in thread_waits(ctx.trace, ctx.windows)["top_waits"][:2]]
+        evidence["host_waits"] = names
+        return _finding(
+            "gpu-idle", gain,
+            f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{wait:.0f}% of step time its host thread "
+            f"was blocked waiting ({', '.join(names)}), not computing: work arrives slower than the GPU runs it.",
+            evidence,
+            "Find what the host waits for: requests (a serving process under light load: more concurrent requests or "
+            "larger batches fill the GPU), a producer thread or process (make it faster or start it earlier), another "
+            "rank; the GPU is not the bottleneck while it waits.",
+            ctx.gaps.examples.get("wait", []) + ctx.gaps.examples.get("other", []),
+        )
     return _finding(
         "gpu-idle", gain,
-        f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{gain:.0f}% of step time is idle with no "
+        f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{other:.0f}% of step time is idle with no "
         "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping).",
-        {**_idle_evidence(ctx), "unexplained_idle_pct": gain, "queued_gap_pct": ctx.gaps.pct("queued"),
-         "idle_by_cause_pct": {
-            c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}},
+        evidence,
         "Look at what the queued work waits for: cross-stream events, collectives on other ranks, "
         "allocator or synchronization points; then remove the dependency or overlap it.",
-        ctx.gaps.examples.get("other", []),
+        ctx.gaps.examples.get("other", []) + ctx.gaps.examples.get("wait", []),
     )
 
 

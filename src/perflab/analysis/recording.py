@@ -1,0 +1,50 @@
+"""Was the GPU recorded? A trace whose host launched GPU work but that holds no GPU activity.
+
+torch.profiler with `activities=[ProfilerActivity.CPU]` keeps the host side of every launch
+(`cudaLaunchKernel`, `cuLaunchKernel`, `cudaMemcpyAsync`, `cudaGraphLaunch`, ROCm's `hip*` ones) but no
+kernel, copy or memset: the GPU did work that the trace cannot show, and reading it as a CPU workload
+would blame the host for time the GPU spent. A trace recorded under the CUPTI range profiler
+(`experimental_config` with profiler metrics) holds `cuda_profiler_range` rows instead of kernels:
+counters per kernel, replayed one at a time, with no timeline. Pure: no torch.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from perflab.trace.model import RUNTIME, Trace
+
+_LAUNCH = re.compile(r"^(cuda|cu|hip)\w*(Launch\w*|Memcpy\w*|Memset\w*)$")
+PROFILER_RANGE = "cuda_profiler_range"
+
+
+def is_launch_call(name: str) -> bool:
+    return _LAUNCH.match(name.strip()) is not None and "Occupancy" not in name
+
+
+def unrecorded_gpu_work(trace: Trace) -> dict | None:
+    """For a trace without GPU activity: the launches its host made (name -> count) and the CUPTI profiler
+    ranges it holds instead, with what to do; None when the host launched nothing either."""
+    launches = np.flatnonzero((trace.kind == RUNTIME) & trace.name_table_mask(is_launch_call))
+    ranges = np.flatnonzero(np.isin(trace.cat, [i for i, c in enumerate(trace.cats) if c.lower() == PROFILER_RANGE]))
+    if launches.size == 0 and ranges.size == 0:
+        return None
+    names = Counter(trace.name_of(r) for r in launches.tolist())
+    what = ", ".join(f"{n} x{c}" for n, c in names.most_common(3))
+    if ranges.size:
+        summary = (f"GPU activity was not recorded as a timeline: the trace holds {ranges.size} CUPTI profiler "
+                   f"ranges (hardware counters per kernel, each kernel replayed alone) instead of kernel records"
+                   + (f", for {launches.size} launches ({what})" if launches.size else "")
+                   + ": no GPU time, idle time or overlap can be read from it.")
+        fix = ("Profile again without the CUPTI range profiler (no profiler_metrics in torch.profiler's "
+               "experimental_config), with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; read "
+               "per-kernel counters with Nsight Compute instead.")
+    else:
+        summary = (f"GPU activity was not recorded: the host launched GPU work {launches.size} times ({what}) but "
+                   "the trace holds no kernel, copy or memset: it was profiled without ProfilerActivity.CUDA.")
+        fix = ("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (torch.profiler.profile), "
+               "then run perflab doctor on the new trace.")
+    return {"launches": int(launches.size), "launch_names": dict(names.most_common()),
+            "profiler_ranges": int(ranges.size), "summary": summary, "fix": fix}
