@@ -24,11 +24,21 @@ RULE_IDS: list[tuple[str, str, str | None]] = [
     ("SharedMemoryConflicts", "", "bank-conflicts"), ("UncoalescedSharedAccess", "", "bank-conflicts"),
     ("ThreadDivergence", "", "warp-divergence"),
 ]
-# the same physics under two names: ncu calls every kernel under 60 % on all units a latency issue, where
-# we say memory-bound (too few bytes in flight) or name the cause of the stalls
-AKIN = {"memory-bound": {"latency-bound"}, "atomic-contention": {"latency-bound"},
+# the same physics under two names: ncu calls a kernel under 60 % of peak on every unit a latency issue and
+# reports its stalls and occupancy; we name what the warps wait on or what caps them
+AKIN = {"memory-bound": {"latency-bound", "low-occupancy"}, "atomic-contention": {"latency-bound"},
         "small-grid": {"low-occupancy", "latency-bound"}, "low-occupancy": {"latency-bound"},
-        "register-spill": {"latency-bound"}, "l2-miss": {"memory-bound"}}
+        "register-spill": {"latency-bound", "uncoalesced-access"}, "l2-miss": {"memory-bound", "latency-bound"},
+        "latency-bound": {"low-occupancy"}}
+WHY = {"memory-bound": "its warps wait on memory while DRAM moves a real share of its bandwidth: too few bytes "
+                       "in flight",
+       "atomic-contention": "what the warps wait on is atomics piling onto a few addresses",
+       "small-grid": "the grid has too few blocks: it caps the occupancy",
+       "low-occupancy": "too few warps resident to hide the latency",
+       "register-spill": "the memory the warps wait on is local memory",
+       "l2-miss": "the memory traffic is data re-read from DRAM",
+       "latency-bound": "the stalls, not the occupancy, decide"}
+BIG = 10.0   # % estimated speed-up (whole kernel) from which an ncu rule we do not share is a difference
 
 
 def taxonomy_for(rule: dict[str, Any]) -> str | None:
@@ -44,34 +54,49 @@ def _speedup(rule: dict) -> float:
     return rule.get("speedup_pct") or 0.0
 
 
+def _label(r: dict) -> str:
+    est = f", est. {r['speedup_pct']:.0f} % {r.get('speedup_scope') or ''}".rstrip() if r.get("speedup_pct") else ""
+    return f"{r['rule']}{': ' + r['title'] if r.get('title') else ''}{est}"
+
+
 def compare(rules: list[dict[str, Any]], ours: list[Finding]) -> dict[str, Any]:
-    """ncu's rule results for one kernel against our findings for it."""
+    """ncu's rule results for one kernel against our (ranked) findings for it."""
     problems = sorted((r for r in rules if r.get("kind") in COMPARED_KINDS),
                       key=lambda r: (r.get("speedup_scope") != "global", -_speedup(r)))
     listed = [{**{k: r.get(k) for k in ("rule", "title", "kind", "speedup_pct", "speedup_scope")},
                "id": taxonomy_for(r), "message": r.get("message", "")[:400]} for r in problems]
-    ncu_ids = [x["id"] for x in listed if x["id"]]
-    our_ids = [f.id for f in ours if f.severity != "info"]
-    top = our_ids[0] if our_ids else (ours[0].id if ours else None)
-    agree = top is not None and (top in ncu_ids or bool(AKIN.get(top, set()) & set(ncu_ids)) or
-                                 (not ncu_ids and not our_ids))
-    only_ncu = sorted({i for i in ncu_ids if i not in our_ids and i not in AKIN.get(top or "", set())})
-    only_ours = [i for i in our_ids if i not in ncu_ids and not AKIN.get(i, set()) & set(ncu_ids)]
-    return {"rules": listed, "ncu_ids": sorted(set(ncu_ids)), "our_ids": our_ids, "agree": agree,
-            "only_ncu": only_ncu, "only_ours": only_ours, "note": _note(listed, top, agree, only_ncu, only_ours)}
+    ncu_ids = list(dict.fromkeys(x["id"] for x in listed if x["id"]))
+    every = {f.id for f in ours}
+    problems_ours = [f.id for f in ours if f.severity != "info"]
+    top = problems_ours[0] if problems_ours else None
+    if top is None:
+        big = [x for x in listed if x["id"] and x["speedup_scope"] == "global" and _speedup(x) >= BIG]
+        status, match = ("differ", big[0]) if big else ("same", None)
+    elif top in ncu_ids:
+        status, match = "same", next(x for x in listed if x["id"] == top)
+    elif AKIN.get(top, set()) & set(ncu_ids):
+        status, match = "akin", next(x for x in listed if x["id"] in AKIN[top])
+    else:
+        status, match = "differ", next((x for x in listed if x["id"]), listed[0] if listed else None)
+    akin = AKIN.get(top or "", set())
+    only_ncu = [i for i in ncu_ids if i not in every and i not in akin]
+    only_ours = [i for i in problems_ours if i not in ncu_ids and not AKIN.get(i, set()) & set(ncu_ids)]
+    return {"status": status, "agree": status != "differ", "rules": listed, "ncu_ids": ncu_ids,
+            "our_ids": problems_ours, "only_ncu": only_ncu, "only_ours": only_ours,
+            "note": _note(status, top, match, only_ncu, only_ours)}
 
 
-def _note(listed: list[dict], top: str | None, agree: bool, only_ncu: list[str], only_ours: list[str]) -> str:
-    if not listed:
-        return "Nsight Compute's rules flag nothing to optimize in this kernel" + (
-            "; we do" if top and top not in ("healthy",) and only_ours else "")
-    first = next((x for x in listed if x["id"]), listed[0])
-    est = f", est. {first['speedup_pct']:.0f} % {first['speedup_scope'] or ''}".rstrip() if first.get("speedup_pct") else ""
-    lead = f"{first['rule']}{': ' + first['title'] if first['title'] else ''}{est}"
-    parts = [f"agree: ncu's rules point to {top} too" if agree else
-             f"differ: our top finding is {top}, ncu's first rule is {lead} ({first['id'] or 'no taxonomy id'})"]
-    if agree:
-        parts.append(f"(first: {lead})")
+def _note(status: str, top: str | None, match: dict | None, only_ncu: list[str], only_ours: list[str]) -> str:
+    ours = top or "nothing above info (at its roof or healthy)"
+    if status == "same":
+        parts = [f"ncu agrees: {_label(match)} points to {top} too" if match else
+                 "ncu agrees: none of its rules that map to a taxonomy id estimates a large gain"]
+    elif status == "akin":
+        parts = [f"same cause, other names: ncu says {match['id']} ({_label(match)}); we say {top}: {WHY[top]}"]
+    elif match:
+        parts = [f"we differ: ours is {ours}; ncu's first rule is {_label(match)} -> {match['id'] or 'no taxonomy id'}"]
+    else:
+        parts = [f"ncu's rules flag nothing to optimize; ours is {ours}"]
     if only_ncu:
         parts.append("ncu also flags " + ", ".join(only_ncu))
     if only_ours:
