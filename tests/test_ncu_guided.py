@@ -24,7 +24,9 @@ def _rule(rule, title="", kind=2, speedup=None, scope=2, message="m"):
 
 
 def _finding(fid, severity="high"):
-    return Finding(id=fid, severity=severity, gain_pct=50.0, evidence={"kernel": "k"}, fix="fix it somehow, please")
+    gain = 50.0 if severity != "info" else 0.0
+    return Finding(id=fid, severity=severity, gain_pct=gain, evidence={"kernel": "k", "kernel_gain_pct": gain},
+                   fix="fix it somehow, please")
 
 
 def test_rule_messages_are_text_without_markup_or_control_characters():
@@ -72,6 +74,10 @@ def test_compare_says_same_akin_or_differ_and_what_only_one_side_flags():
     healthy = compare([_rule("MemoryL2Compression", "Low Compression Rate", speedup=90)],
                       [_finding("healthy", "info"), _finding("memory-bound", "info")])
     assert healthy["status"] == "same"  # a rule with no taxonomy id is shown, not counted as a difference
+    # judged per kernel: a kernel holding 1 % of the report's time still has its own problem
+    small = Finding(id="memory-bound", severity="info", gain_pct=0.2, fix="fix it somehow, please",
+                    evidence={"kernel": "k", "kernel_gain_pct": 14.0, "kernel_time_share_pct": 1.0})
+    assert compare([_rule("CPIStall", "Long Scoreboard Stalls", speedup=30)], [small])["status"] == "akin"
 
 
 @needs_rep

@@ -32,7 +32,7 @@ def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> R
                             "roof": point.roof, "pct_of_roof": point.pct_of_roof},
                "limits": limits_summary(k)}
         if k.rules:
-            row["ncu_rules"] = compare(k.rules, rank(found))
+            row["ncu_rules"] = compare(k.rules, sorted(found, key=lambda f: -f.evidence.get("kernel_gain_pct", 0)))
         kernels.append(row)
     ranked = rank(findings)
     if ranked and all(f.severity == "info" for f in ranked) and any(f.id == "healthy" for f in ranked):

@@ -67,7 +67,8 @@ def compare(rules: list[dict[str, Any]], ours: list[Finding]) -> dict[str, Any]:
                "id": taxonomy_for(r), "message": r.get("message", "")[:400]} for r in problems]
     ncu_ids = list(dict.fromkeys(x["id"] for x in listed if x["id"]))
     every = {f.id for f in ours}
-    problems_ours = [f.id for f in ours if f.severity != "info"]
+    # judged per kernel: a problem that costs this kernel >= 3 % of its time, whatever its share of the report
+    problems_ours = [f.id for f in ours if f.id != "healthy" and (f.evidence.get("kernel_gain_pct") or 0) >= 3]
     top = problems_ours[0] if problems_ours else None
     if top is None:
         big = [x for x in listed if x["id"] and x["speedup_scope"] == "global" and _speedup(x) >= BIG]
@@ -87,7 +88,7 @@ def compare(rules: list[dict[str, Any]], ours: list[Finding]) -> dict[str, Any]:
 
 
 def _note(status: str, top: str | None, match: dict | None, only_ncu: list[str], only_ours: list[str]) -> str:
-    ours = top or "nothing above info (at its roof or healthy)"
+    ours = top or "nothing to fix (at its roof, or healthy)"
     if status == "same":
         parts = [f"ncu agrees: {_label(match)} points to {top} too" if match else
                  "ncu agrees: none of its rules that map to a taxonomy id estimates a large gain"]

@@ -76,8 +76,13 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
     mem, mpct = ctx.units.busiest_memory
     st = ctx.stalls
     top = st.top(3) if st else []
-    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top)
-    ev = {**ctx.stall_evidence(), "busiest_unit": unit, "busiest_unit_pct": busiest, **ev}
+    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+    occ = ctx.occupancy
+    ev = {**ctx.stall_evidence(), "busiest_unit": unit, "busiest_unit_pct": busiest, **ev,
+          "achieved_occupancy_pct": occ.achieved_pct, "theoretical_occupancy_pct": occ.theoretical_pct,
+          "occupancy_limiter": occ.achieved_limiter}
+    capped = (f"; the grid fills only {occ.grid_cap_pct:.0f} % of the warp slots"
+              if occ.achieved_limiter == "grid" and occ.grid_cap_pct is not None else "")
     gain = sol_gap_pct(busiest)
     if busiest >= BUSY_PCT:
         fid = "memory-bound" if unit in ctx.units.memory else "compute-bound"
@@ -95,17 +100,18 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
                     f"Find out why no unit is busy: {RECORD_FULL}, then run perflab doctor on that report.",
                     f"no measured unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak) and this "
                     f"report has no {lacks} metrics to say why")
-    dram = ctx.units.memory.get("DRAM", mpct if mem == "memory" else None)
-    if top[0].reason in MEMORY_WAITS and dram is not None and dram >= BANDWIDTH_SHARE:
-        return make(ctx, "memory-bound", sol_gap_pct(mpct), ev,
+    # the bandwidth the work needs is DRAM's (or, where the GPU reports no DRAM counters, ncu's memory throughput)
+    dram_unit, dram = ("DRAM", ctx.units.memory["DRAM"]) if "DRAM" in ctx.units.memory else (mem, mpct)
+    if top[0].reason in MEMORY_WAITS and dram_unit and dram >= BANDWIDTH_SHARE:
+        return make(ctx, "memory-bound", sol_gap_pct(dram), ev,
                     "Put more bytes in flight: 16-byte vector loads, several independent loads per thread "
                     "(unroll), enough blocks to fill every SM; or move fewer bytes (fuse, narrower types).",
-                    f"its work is memory traffic but {mem} runs at {mpct:.0f} % of peak: too few bytes in flight "
-                    f"(warps stall on {stall_text})")
+                    f"its work is memory traffic but {dram_unit} runs at {dram:.0f} % of peak: too few bytes in "
+                    f"flight (warps stall on {stall_text}{capped})")
     return make(ctx, "latency-bound", gain, ev, STALL_FIX.get(top[0].reason, "Shorten what the warps wait on: "
                                                                               "more independent work per thread."),
                 f"no unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak); warps stall on "
-                f"{stall_text} ({top[0].reason}: {top[0].meaning})")
+                f"{stall_text} ({top[0].reason}: {top[0].meaning}){capped}")
 
 
 def class_finding(ctx: KernelContext, others: list[Finding]) -> list[Finding]:
