@@ -45,9 +45,9 @@ def test_the_autotune_reports_diff_names_what_moved(autotune_sides):
     moved = [rel_change(m) for m in p.metrics]
     assert moved == sorted(moved, reverse=True)
     # the doctor's planted finding is gone on the fixed config
-    assert "tail-effect" in p.by_status("disappeared")
+    assert "small-grid" in p.by_status("disappeared")
     assert any("waves per SM" in r for r in p.readings)
-    assert d.verdict.startswith(f"matmul_kernel: {p.speedup:.2f}x faster") and "gone: tail-effect" in d.verdict
+    assert d.verdict.startswith(f"matmul_kernel: {p.speedup:.2f}x faster") and "gone: small-grid" in d.verdict
 
 
 def test_kernel_filter_and_its_errors(autotune_sides):
@@ -110,7 +110,7 @@ def test_renderers(autotune_sides):
     console = Console(record=True, width=120)
     render_ncu_diff(d, console)
     text = console.export_text()
-    assert "grid size (blocks)" in text and "tail-effect" in text and "disappeared" in text
+    assert "grid size (blocks)" in text and "small-grid" in text and "disappeared" in text
 
 
 def test_cli_diffs_two_reports_and_refuses_mixed_input(capsys):

@@ -67,7 +67,10 @@ def test_missing_metrics_degrade_instead_of_crashing():
     thin = KernelProfile(index=0, name=k.name, full_name=k.full_name,
                          metrics={n: v for n, v in k.metrics.items() if n in keep})
     report = diagnose_profile(NcuProfile(path="thin", source="csv", kernels=[thin]))
-    assert report.findings and report.findings[0].id in ("compute-bound", "memory-bound")
+    # only the SM side, at 5 %: nothing is at a roof and nothing says why; the doctor says so and how to record
+    top = report.findings[0]
+    assert top.id == "below-roof" and "no warp-state or memory throughput metrics" in top.summary
+    assert "--set full" in top.fix and top.evidence["busiest_unit_pct"] == pytest.approx(5.05, abs=0.01)
 
 
 def test_fallback_metrics_still_find_bank_conflicts():

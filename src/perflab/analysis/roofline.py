@@ -125,6 +125,7 @@ class Work:
     flops: dict[str, float]          # path -> FLOPs ("fp32", "tensor_bf16", ...)
     dram_bytes: float | None
     duration_s: float | None
+    flops_counted: bool = True       # the report has FLOP counters (a basic section set has none)
 
     @property
     def total_flops(self) -> float:
@@ -137,6 +138,8 @@ class Work:
 
 def kernel_work(k: KernelProfile) -> Work:
     flops: dict[str, float] = {}
+    counted = any(k.get(c) is not None for parts in SIMT_FLOPS.values() for c, _ in parts) or \
+        any(k.get(c) is not None for counters in TENSOR_FLOPS.values() for c in counters)
     for path, parts in SIMT_FLOPS.items():
         vals = [(k.get(c), w) for c, w in parts]
         if any(v is not None for v, _ in vals):
@@ -147,7 +150,8 @@ def kernel_work(k: KernelProfile) -> Work:
             flops[f"tensor_{path}"] = sum(v or 0 for v in vals)
     rd, wr = k.get("dram__bytes_read.sum"), k.get("dram__bytes_write.sum")
     dram = (rd or 0) + (wr or 0) if (rd is not None or wr is not None) else k.get("dram__bytes.sum")
-    return Work(flops={p: v for p, v in flops.items() if v > 0}, dram_bytes=dram, duration_s=k.duration_s)
+    return Work(flops={p: v for p, v in flops.items() if v > 0}, dram_bytes=dram, duration_s=k.duration_s,
+                flops_counted=counted)
 
 
 @dataclass
@@ -163,7 +167,7 @@ class RooflinePoint:
     roof: str                        # the compute roof it is held against
     roof_flops: float
     ridge: float                     # FLOP/byte where that roof meets the DRAM roof
-    bound: str                       # "memory" | "compute"
+    bound: str                       # "memory" | "compute" | "unknown" (no FLOP or no DRAM counters)
     attainable_flops: float
     pct_of_roof: float               # achieved / attainable (FLOP/s on the compute side, bytes/s below the ridge)
 
@@ -212,12 +216,17 @@ def place(k: KernelProfile, ceilings: Ceilings) -> RooflinePoint:
     intensity = flops / w.dram_bytes if w.dram_bytes else None
     fps = flops / dur if dur else 0.0
     bps = (w.dram_bytes or 0.0) / dur if dur else 0.0
-    bound = "memory" if (intensity is not None and intensity < ridge) or flops == 0 else "compute"
+    if not w.flops_counted or w.dram_bytes is None:
+        bound = "unknown"  # a missing counter is not zero work: the point cannot be placed
+    else:
+        bound = "memory" if (intensity is not None and intensity < ridge) or flops == 0 else "compute"
     attainable = min(roof.value, intensity * bw) if intensity is not None else roof.value
     if bound == "memory":
         pct = 100 * bps / bw if bw else 0.0
-    else:
+    elif bound == "compute":
         pct = 100 * fps / attainable if attainable else 0.0
+    else:
+        pct = 0.0
     return RooflinePoint(name=k.name, duration_s=w.duration_s, flops=flops, dram_bytes=w.dram_bytes,
                          intensity=intensity, flops_per_s=fps, dram_bytes_per_s=bps, path=w.dominant,
                          roof=f"{roof.name} ({roof.source})", roof_flops=roof.value, ridge=ridge, bound=bound,

@@ -1,13 +1,17 @@
-"""The doctor for Nsight Compute reports: per kernel the rules of rules/ncu_kernel.py, ranked."""
+"""The doctor for Nsight Compute reports: per kernel the rules of rules/ncu_limits.py, ranked, with the
+numbers behind them (speed of light per unit, launch, occupancy, stalls) and ncu's own guided analysis
+beside ours (doctor/ncu_guided.py)."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from perflab.analysis.ncu_sol import limits_summary
 from perflab.analysis.roofline import Ceilings, load_ceilings, roofline
 from perflab.doctor.finding import Report, rank
+from perflab.doctor.ncu_guided import compare
 from perflab.doctor.rules.ncu_context import KernelContext
-from perflab.doctor.rules.ncu_kernel import diagnose_kernel
+from perflab.doctor.rules.ncu_limits import diagnose_kernel
 from perflab.trace.ncu import NcuProfile, load
 
 
@@ -22,18 +26,26 @@ def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> R
         found = diagnose_kernel(KernelContext(k=k, point=point, share=share,
                                               tensor_roof_flops=ceilings.compute["tf32"].value))
         findings += found
-        kernels.append({**k.summary(), "time_share_pct": round(100 * share, 1), "findings": [f.id for f in found],
-                        "roofline": {"intensity": point.intensity, "tflops": round(point.flops_per_s / 1e12, 3),
-                                     "dram_gbps": round(point.dram_bytes_per_s / 1e9, 1), "bound": point.bound,
-                                     "roof": point.roof, "pct_of_roof": point.pct_of_roof}})
+        row = {**k.summary(), "time_share_pct": round(100 * share, 1), "findings": [f.id for f in found],
+               "roofline": {"intensity": point.intensity, "tflops": round(point.flops_per_s / 1e12, 3),
+                            "dram_gbps": round(point.dram_bytes_per_s / 1e9, 1), "bound": point.bound,
+                            "roof": point.roof, "pct_of_roof": point.pct_of_roof},
+               "limits": limits_summary(k)}
+        if k.rules:
+            row["ncu_rules"] = compare(k.rules, sorted(found, key=lambda f: -f.evidence.get("kernel_gain_pct", 0)))
+        kernels.append(row)
     ranked = rank(findings)
     if ranked and all(f.severity == "info" for f in ranked) and any(f.id == "healthy" for f in ranked):
         # nothing to fix anywhere: the headline is `healthy`, the at-roof notes follow
         ranked = [f for f in ranked if f.id == "healthy"][:1] + [f for f in ranked if f.id != "healthy"]
+    analyses = {"kernels": kernels, "ceilings": ceilings.source}
+    if not any(k.rules for k in profile.kernels):
+        analyses["ncu_rules_note"] = ("no Nsight Compute rule results to compare with: " +
+                                      ("a CSV export carries none" if profile.source == "csv" else
+                                       "the report holds none"))
     return Report(source={"path": profile.path, "kind": "ncu", "device": profile.device, "reader": profile.source,
                           "kernels": len(profile.kernels)},
-                  verdict=verdict(ranked), findings=ranked,
-                  analyses={"kernels": kernels, "ceilings": ceilings.source})
+                  verdict=verdict(ranked), findings=ranked, analyses=analyses)
 
 
 def verdict(ranked) -> str:
@@ -44,7 +56,7 @@ def verdict(ranked) -> str:
         return "Healthy: the profiled kernels run at their roofs with nothing wasted."
     if top.severity == "info":
         return f"Nothing to fix: {top.summary}."
-    first_step = re.split(r"\. ", top.fix)[0].rstrip(".")
+    first_step = re.split(r"\. (?=[A-Z(])", top.fix)[0].rstrip(".")  # not at "e.g. "
     return f"{top.summary} (est. {top.gain_pct:.0f} % of GPU time to gain). Fix: {first_step}."
 
 

@@ -139,9 +139,17 @@ def _kineto_charts(report: Any) -> dict[str, Any]:
 def _ncu_section(report: Any) -> dict[str, Any] | None:
     if report.source.get("kind") != "ncu":
         return None
+    from perflab.report.ncu_view import by_time, limit_cells, rule_line
+
     kernels = [k for k in (report.analyses or {}).get("kernels") or [] if isinstance(k, dict)]
+    ordered = by_time(kernels)
     section: dict[str, Any] = {"kernels": kernels, "ceilings": (report.analyses or {}).get("ceilings", ""),
-                               "png": None, "note": ""}
+                               "png": None, "note": "", "limits": [limit_cells(k) for k in ordered],
+                               "rules_note": (report.analyses or {}).get("ncu_rules_note", ""),
+                               "rules": [{"kernel": k.get("name", ""), "status": k["ncu_rules"].get("status", ""),
+                                          "note": k["ncu_rules"].get("note", ""),
+                                          "lines": [(rule_line(r), r.get("message", "")) for r in k["ncu_rules"].get("rules", [])]}
+                                         for k in ordered if k.get("ncu_rules")]}
     try:
         from perflab.analysis.roofline import roofline_for_report
         from perflab.report.roofline_plot import roofline_png

@@ -10,10 +10,14 @@ from perflab.doctor.finding import Finding, Report
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "green"}
 
 
-def _evidence(f: Finding, limit: int = 3) -> str:
+# where a kernel finding came from, not what decides it (the summary names the kernel)
+_CONTEXT = {"kernel", "kernel_time_share_pct", "kernel_gain_pct"}
+
+
+def _evidence(f: Finding, limit: int = 3, skip: set[str] | frozenset = frozenset()) -> str:
     parts = []
     for k, v in f.evidence.items():
-        if isinstance(v, (dict, list)):
+        if isinstance(v, (dict, list)) or k in skip:
             continue
         parts.append(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}")
         if len(parts) == limit:
@@ -61,11 +65,12 @@ def render_report(report: Report, console: Console | None = None, *, events: int
         _render_ranks(console, multi)
     if not report.findings:
         return
+    ncu = src.get("kind") == "ncu"
     table = Table(show_header=True, header_style="bold", expand=False)
     for col in ("#", "finding", "severity", "gain", "evidence"):
         table.add_column(col, overflow="fold")
     for i, f in enumerate(report.findings, 1):
-        proof = _evidence(f)
+        proof = _evidence(f, 4, _CONTEXT) if ncu else _evidence(f)
         if events and f.events:
             proof += "\n" + "\n".join(f"@{e.ts_us / 1e3:.3f} ms {e.name[:50]} ({e.dur_us:.0f} µs)"
                                        for e in f.events[:events])
@@ -73,6 +78,10 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(table)
     top = report.findings[0]
     console.print(Text("fix: ", style="bold") + Text(top.fix))
+    if ncu:
+        from perflab.report.ncu_terminal import render_ncu
+
+        render_ncu(report, console)
 
 
 def _render_folder(console: Console, folder: dict) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from perflab.errors import UnreadableInput
 from perflab.trace.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
+from perflab.trace.ncu_rules import rule_results
 
 __all__ = ["KernelProfile", "NcuProfile", "load", "load_ncu_report_module", "normalize_unit", "parse_number",
            "short_name", "sniff"]
@@ -126,7 +127,7 @@ def _from_action(mod, action, index: int) -> KernelProfile:
         metrics[name] = value
         units[name] = unit
     return KernelProfile(index=index, name=short_name(action.name()), full_name=full, metrics=metrics,
-                         units=units, nvtx=_nvtx_from_action(action))
+                         units=units, nvtx=_nvtx_from_action(action), rules=rule_results(action))
 
 
 def _nvtx_from_action(action) -> list[str]:

@@ -71,6 +71,7 @@ class KernelProfile:
     metrics: dict[str, Any] = field(default_factory=dict)   # numbers in base units, or strings
     units: dict[str, str] = field(default_factory=dict)      # base unit per metric
     nvtx: list[str] = field(default_factory=list)            # NVTX ranges open at launch
+    rules: list[dict[str, Any]] = field(default_factory=list)  # ncu's own guided-analysis results (ncu_rules.py)
 
     def get(self, name: str, default: float | None = None) -> float | None:
         v = self.metrics.get(name)

@@ -1,18 +1,25 @@
-"""What every kernel rule reads (KernelContext: one kernel's ncu metrics and its roofline point) and how it
-reports (make: a finding whose gain is weighted by the kernel's share of the profiled time)."""
+"""What every kernel rule reads (KernelContext: one kernel's ncu metrics, what limits it and its roofline
+point) and how it reports (make: a finding whose gain is weighted by the kernel's share of the profiled
+time, its deciding numbers first in the evidence)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
+from perflab.analysis import ncu_sol, ncu_traffic
 from perflab.analysis.roofline import RooflinePoint
 from perflab.doctor.finding import Finding
 from perflab.trace.ncu import KernelProfile
 
-AT_ROOF_PCT = 80.0        # the brief's (and common) definition of "at the roof": >= 80 % of a peak
+AT_ROOF_PCT = 80.0        # a unit at >= 80 % of its peak is at its roof (ncu: "High Throughput")
+BUSY_PCT = 60.0           # below 60 % on every unit ncu calls it a latency issue: no unit is the limit
+PRACTICAL_PCT = 85.0      # what a well-written kernel reaches of a unit's peak: the speed-of-light target
 MAX_GAIN = 90.0
 GEMM_NAME = re.compile(r"gemm|matmul|(^|[_:])mm([_<(]|$)|bmm|simt|f32f32|conv|dot_product", re.I)
+RECORD_FULL = ("profile it again with the warp-state section (ncu --set full, or --section WarpStateStats "
+               "--section LaunchStats --section Occupancy)")
 
 
 @dataclass
@@ -25,52 +32,90 @@ class KernelContext:
     def m(self, *names: str) -> float | None:
         return self.k.first(*names)
 
+    @cached_property
+    def units(self) -> ncu_sol.Units:
+        return ncu_sol.units(self.k)
+
+    @cached_property
+    def launch(self) -> ncu_sol.Launch:
+        return ncu_sol.launch(self.k)
+
+    @cached_property
+    def occupancy(self) -> ncu_sol.Occupancy:
+        return ncu_sol.occupancy(self.k, self.launch)
+
+    @cached_property
+    def stalls(self) -> ncu_sol.Stalls | None:
+        return ncu_sol.stalls(self.k)
+
+    @cached_property
+    def traffic(self) -> ncu_traffic.DramTraffic:
+        return ncu_traffic.dram_traffic(self.k)
+
     @property
     def dram_pct(self) -> float:
-        return self.m("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                      "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                      "dram__cycles_active.avg.pct_of_peak_sustained_elapsed") or 0.0
+        return self.units.memory.get("DRAM", 0.0)
 
     @property
     def l1_pct(self) -> float:
-        return self.m("l1tex__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0
+        return self.units.memory.get("L1/shared", 0.0)
 
     @property
     def l2_pct(self) -> float:
-        return self.m("lts__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0
+        return self.units.memory.get("L2", 0.0)
 
     @property
     def mem_pct(self) -> float:
-        """The busiest memory unit (L1, L2 or DRAM), as ncu's Memory Throughput."""
-        return max(self.m("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed") or 0.0,
-                   self.dram_pct, self.l1_pct, self.l2_pct)
+        """The busiest memory unit (DRAM, L2, L1, or ncu's aggregate where the architecture has no others)."""
+        return self.units.busiest_memory[1]
 
     @property
     def compute_pct(self) -> float:
         """The busiest compute resource over the kernel's whole duration (elapsed, not active cycles:
-        SMs left idle by a tail count against it): SM throughput, or the tensor / FMA pipe."""
-        return max(self.m("sm__throughput.avg.pct_of_peak_sustained_elapsed") or 0.0,
-                   self.m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active") or 0.0,
-                   self.m("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active") or 0.0)
+        SMs left idle by a tail count against it): SM throughput, or one pipe."""
+        return self.units.busiest_compute[1]
+
+    @property
+    def busiest_pct(self) -> float:
+        return self.units.peak_pct
 
     @property
     def l2_read_hit_pct(self) -> float | None:
-        return self.m("lts__t_sector_op_read_hit_rate.pct", "lts__t_sector_hit_rate.pct")
+        return self.traffic.l2_read_hit_pct
+
+    def sol_evidence(self) -> dict:
+        """The speed-of-light numbers: the busiest unit of each side against its peak."""
+        mem, mpct = self.units.busiest_memory
+        comp, cpct = self.units.busiest_compute
+        return {"memory_unit": mem, "memory_throughput_pct": mpct if mem else None,
+                "compute_unit": comp, "compute_throughput_pct": cpct if comp else None,
+                "dram_throughput_pct": self.units.memory.get("DRAM")}
+
+    def stall_evidence(self, n: int = 3) -> dict:
+        st = self.stalls
+        if st is None:
+            return {}
+        top = st.top(n)
+        return {"top_stalls": st.to_list(n), "top_stall": top[0].reason if top else None,
+                "top_stall_pct": top[0].pct if top else None, "cycles_per_issue": st.cycles_per_issue}
 
 
 def severity_for(gain: float) -> str:
     return "high" if gain >= 30 else "medium" if gain >= 10 else "low" if gain >= 3 else "info"
 
 
+def sol_gap_pct(busiest: float) -> float:
+    """The kernel time a unit at `busiest` % of peak would save at the practical ceiling."""
+    return 100 * max(0.0, 1 - busiest / PRACTICAL_PCT)
+
+
 def make(ctx: KernelContext, fid: str, kernel_gain: float, evidence: dict, fix: str, summary: str) -> Finding:
     """A finding whose gain is the kernel's gain weighted by the kernel's share of the profiled time."""
     kernel_gain = max(0.0, min(MAX_GAIN, kernel_gain))
     gain = round(kernel_gain * ctx.share, 1)
-    ev = {"kernel": ctx.k.name, "kernel_time_share_pct": round(100 * ctx.share, 1),
-          "kernel_gain_pct": round(kernel_gain, 1)}
-    ev.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items() if v is not None})
+    ev = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items() if v is not None}
+    ev.update({"kernel": ctx.k.name, "kernel_time_share_pct": round(100 * ctx.share, 1),
+               "kernel_gain_pct": round(kernel_gain, 1)})
     return Finding(id=fid, severity=severity_for(gain), gain_pct=gain, evidence=ev, fix=fix,
                    summary=f"{ctx.k.name}: {summary}")
 
@@ -85,3 +130,7 @@ def kernel_rule(fn: Callable[[KernelContext], Finding | None]):
 
 def ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
+
+
+def mb(v: float | None) -> str:
+    return "?" if v is None else f"{v / 1e6:,.0f} MB" if v < 1e10 else f"{v / 1e9:,.1f} GB"

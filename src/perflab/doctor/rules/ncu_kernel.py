@@ -1,4 +1,6 @@
-"""Kernel-level rules over Nsight Compute metrics (taxonomy level `kernel`).
+"""Kernel-level rules over Nsight Compute metrics (taxonomy level `kernel`): access patterns and
+instruction-level waste. The memory-traffic rules are in ncu_memory.py, the launch rules in ncu_launch.py,
+what limits the kernel (a unit at its roof, or why none is) in ncu_limits.py.
 
 Each rule reads documented ncu metrics of one kernel launch and returns at most one Finding with the
 numbers it used. Gains are estimates of the kernel time that the fix would save (capped at 90 %),
@@ -11,7 +13,7 @@ import math
 
 from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, GEMM_NAME, RULES, KernelContext, kernel_rule, make, ratio
+from perflab.doctor.rules.ncu_context import GEMM_NAME, KernelContext, kernel_rule, make, ratio
 
 
 def global_excess(ctx: KernelContext) -> tuple[float | None, str]:
@@ -63,7 +65,9 @@ def access_pattern(ctx: KernelContext) -> Finding | None:
     return make(ctx, "uncoalesced-access", gain, ev,
                 "Coalesce: have consecutive threads touch consecutive addresses (transpose through shared "
                 "memory, change the layout to structure-of-arrays, or swap the index mapping).",
-                f"{100 * excess:.0f} % of the global sectors requested are beyond a coalesced pattern")
+                f"{100 * excess:.0f} % of the global sectors requested are beyond a coalesced pattern"
+                + (f" ({spr_ld:.1f} sectors per load request, {spr_st or 0:.1f} per store; 4 when coalesced)"
+                   if spr_ld is not None else ""))
 
 
 @kernel_rule
@@ -92,70 +96,6 @@ def bank_conflicts(ctx: KernelContext) -> Finding | None:
 
 
 @kernel_rule
-def register_spill(ctx: KernelContext) -> Finding | None:
-    """Local-memory instructions (smsp__sass_inst_executed_op_local_ld/st): registers spilled to the stack."""
-    local = [ctx.m("smsp__sass_inst_executed_op_local_ld.sum"), ctx.m("smsp__sass_inst_executed_op_local_st.sum")]
-    if all(v is None for v in local):
-        spills = ctx.m("derived__local_spilling_requests")
-        if not spills:
-            return None
-        local = [spills, 0.0]
-    n_local = sum(v or 0 for v in local)
-    if n_local <= 0:
-        return None
-    others = sum(v or 0 for v in (ctx.m("smsp__sass_inst_executed_op_global_ld.sum"),
-                                   ctx.m("smsp__sass_inst_executed_op_global_st.sum"),
-                                   ctx.m("smsp__sass_inst_executed_op_shared_ld.sum"),
-                                   ctx.m("smsp__sass_inst_executed_op_shared_st.sum")))
-    share = n_local / (n_local + others)
-    if share < 0.05:
-        return None
-    return make(ctx, "register-spill", 100 * share * max(ctx.mem_pct, ctx.compute_pct) / 100,
-                {"local_memory_instructions": n_local, "local_share_of_memory_instructions_pct": 100 * share,
-                 "registers_per_thread": ctx.k.registers, "spilling_requests": ctx.m("derived__local_spilling_requests"),
-                 "dram_write_bytes": ctx.m("dram__bytes_write.sum")},
-                "Cut live registers: fewer accumulators per thread, no run-time indexing of local arrays, or "
-                "relax the cap (__launch_bounds__ / -maxrregcount) so the compiler can keep them in registers.",
-                f"{100 * share:.0f} % of memory instructions go to local memory (spilled registers)")
-
-
-@kernel_rule
-def atomic_contention(ctx: KernelContext) -> Finding | None:
-    """Atomics piling onto a few addresses: the busiest L2 slice's atomic unit
-    (lts__d_atomic_input_cycles_active.max) far above the average slice, and either saturated or the
-    only thing the kernel keeps busy."""
-    n_atomic = sum(v or 0 for v in (ctx.m("smsp__sass_inst_executed_op_global_atom.sum"),
-                                     ctx.m("smsp__sass_inst_executed_op_global_red.sum")))
-    if n_atomic <= 0:
-        return None
-    hot = ctx.m("lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed")
-    avg = ctx.m("lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed")
-    mem_instr = n_atomic + sum(v or 0 for v in (ctx.m("smsp__sass_inst_executed_op_global_ld.sum"),
-                                                 ctx.m("smsp__sass_inst_executed_op_global_st.sum")))
-    atomic_share = n_atomic / mem_instr if mem_instr else 0.0
-    busy = max(ctx.mem_pct, ctx.compute_pct)
-    # many atomics in a kernel that keeps every unit idle: updates of one address wait for each other's
-    # read-modify-write, so the hot slice's unit can be far from saturated while nothing else runs
-    starved = atomic_share >= 0.1 and busy < 30
-    if hot is not None and avg is not None:
-        if hot < 4 * max(avg, 1e-9) or (hot < 40 and not starved):
-            return None
-        gain = hot * (1 - avg / hot) if hot >= 40 else 100 - busy / 0.8
-    else:  # without the per-slice counter
-        if not starved:
-            return None
-        gain = 100 - busy / 0.8
-    return make(ctx, "atomic-contention", gain,
-                {"atomic_instructions": n_atomic, "atomic_share_of_global_instructions_pct": 100 * atomic_share,
-                 "hottest_l2_slice_atomic_busy_pct": hot, "average_l2_slice_atomic_busy_pct": avg,
-                 "lg_throttle_stall_pct": ctx.m("smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct"),
-                 "memory_throughput_pct": ctx.mem_pct},
-                "Spread the updates: privatize per block in shared memory (or per warp with warp-aggregated "
-                "atomics / a __reduce_add_sync) and merge once per block; widen the bins or hash the addresses.",
-                "atomics serialize on a few addresses: one L2 slice's atomic unit is saturated")
-
-
-@kernel_rule
 def warp_divergence(ctx: KernelContext) -> Finding | None:
     """smsp__thread_inst_executed_per_inst_executed.ratio: active threads per executed instruction (of 32)."""
     r = ctx.m("smsp__thread_inst_executed_per_inst_executed.ratio")
@@ -169,91 +109,10 @@ def warp_divergence(ctx: KernelContext) -> Finding | None:
                 f"only {r:.1f} of 32 threads are active per instruction")
 
 
-@kernel_rule
-def tail_effect(ctx: KernelContext) -> Finding | None:
-    """launch__waves_per_multiprocessor just above an integer: the last wave runs on few SMs."""
-    waves = ctx.m("launch__waves_per_multiprocessor")
-    grid = ctx.m("launch__grid_size")
-    sms = ctx.m("device__attribute_multiprocessor_count")
-    if waves is None or waves <= 0:
-        return None
-    limits = [v for v in (ctx.m(f"launch__occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks"))
-              if v]
-    if grid and sms and limits and abs(grid / (sms * min(limits)) - waves) < 0.01:
-        waves = grid / (sms * min(limits))  # ncu rounds waves to two decimals: 133 blocks on 132 SMs reads 1.01
-    if waves > 1:
-        full = math.ceil(waves - 1e-9)
-        idle = 1 - waves / full
-    elif grid and sms and grid < sms:
-        full, idle = 1, 1 - grid / sms
-    else:
-        return None
-    busiest = max(ctx.mem_pct, ctx.compute_pct)
-    if idle < 0.1 or full > 16 or busiest >= AT_ROOF_PCT:
-        return None  # a kernel at a roof over its whole duration lost little to its last wave
-    return make(ctx, "tail-effect", 100 * min(idle, 1 - busiest / 100),
-                {"waves_per_sm": waves, "grid_blocks": grid, "sms": sms, "idle_sm_time_pct": 100 * idle,
-                 "sm_throughput_pct": ctx.compute_pct},
-                "Size the grid to whole waves: a persistent grid (SMs x blocks per SM) looping over the work, "
-                "more and smaller blocks, or split the last wave's work across all SMs.",
-                f"{waves:.2f} waves: the last wave leaves {100 * idle:.0f} % of SM time idle")
-
-
-@kernel_rule
-def low_occupancy(ctx: KernelContext) -> Finding | None:
-    """sm__warps_active.avg.pct_of_peak_sustained_active low while no unit is near its peak: too few
-    warps to hide latency. The limiter is the smallest launch__occupancy_limit_*."""
-    achieved = ctx.m("sm__warps_active.avg.pct_of_peak_sustained_active")
-    busiest = max(ctx.mem_pct, ctx.compute_pct)
-    if achieved is None or achieved >= 25 or busiest >= 60:
-        return None
-    limits = {k: ctx.m(f"launch__occupancy_limit_{k}") for k in ("registers", "shared_mem", "warps", "blocks")}
-    known = {k: v for k, v in limits.items() if v is not None}
-    limiter = min(known, key=known.get) if known else None
-    return make(ctx, "low-occupancy", 100 * (1 - busiest / AT_ROOF_PCT) * (1 - achieved / 50),
-                {"achieved_occupancy_pct": achieved,
-                 "theoretical_occupancy_pct": ctx.m("sm__maximum_warps_per_active_cycle_pct"),
-                 "limited_by": limiter, "blocks_per_sm_limit": known.get(limiter) if limiter else None,
-                 "registers_per_thread": ctx.k.registers, "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes,
-                 "block": ctx.k.block, "busiest_unit_pct": busiest},
-                "Raise resident warps: smaller shared-memory or register footprint per block, larger blocks, "
-                "or more independent work per thread (unrolled loads) to keep more bytes in flight.",
-                f"{achieved:.1f} % of warp slots occupied (limited by {limiter}), every unit under {busiest:.0f} %")
-
-
 def is_matmul(ctx: KernelContext) -> bool:
     """Tensor-core work, or a kernel named like a GEMM."""
     tensor = sum(v for p, v in kernel_work_flops(ctx).items() if p.startswith("tensor_"))
     return tensor > 0 or bool(GEMM_NAME.search(ctx.k.name))
-
-
-@kernel_rule
-def l2_miss(ctx: KernelContext) -> Finding | None:
-    """Partial L2 read hit rate (lts__t_sector_op_read_hit_rate) on a DRAM-heavy, coalesced kernel.
-
-    A pure stream hits ~0 % (every miss compulsory); a hit rate well above zero proves the data is
-    re-read, and a low one says most re-reads come back from DRAM: reuse farther apart than L2 holds."""
-    hit = ctx.l2_read_hit_pct
-    excess, _ = global_excess(ctx)
-    if hit is None or not 10 <= hit < 60 or ctx.dram_pct < 30 or (excess or 0) >= 0.25:
-        return None
-    if is_matmul(ctx):
-        # A hit rate is hits over all reads: it cannot tell re-reads that miss from a stream read once next
-        # to a small operand re-read from L2. A tiled matmul re-reads every operand panel once per tile of
-        # the other dimension by design (a GEMV: the activations, once per column block), so its partial
-        # hit rate measures the tiling, not evicted data; its DRAM reads can be compulsory bytes only.
-        return None
-    dram_read = ctx.m("dram__bytes_read.sum")
-    l2 = ctx.m("device__attribute_l2_cache_size")
-    if dram_read is not None and l2 and dram_read < l2:
-        return None  # the whole read traffic fits in L2: misses are compulsory
-    return make(ctx, "l2-miss", 100 * 0.5 * (1 - hit / 100) * ctx.dram_pct / 100,
-                {"l2_read_hit_pct": hit, "dram_throughput_pct": ctx.dram_pct, "dram_read_bytes": dram_read,
-                 "l2_bytes": l2},
-                "Shorten reuse distance: process the data that is re-read together (tile / block the loop, "
-                "raster the grid so neighbouring blocks share inputs), or pin the hot part in L2 with an "
-                "access-policy window.",
-                f"data is re-read but only {hit:.0f} % of L2 reads hit: re-reads come back from DRAM")
 
 
 @kernel_rule
@@ -334,39 +193,3 @@ def tile_quantization(ctx: KernelContext) -> Finding | None:
     return make(ctx, "tile-quantization", 100 * best, ev,
                 "Pick sizes that are multiples of the tile (pad M/N up front, batch small GEMMs together) or "
                 "a kernel with a smaller tile for this shape.", how)
-
-
-def class_finding(ctx: KernelContext, others: list[Finding]) -> list[Finding]:
-    """memory-bound / compute-bound (by the roofline's ridge, or the roof the kernel sits at), plus
-    `healthy` when the kernel is at a roof and nothing is wasted."""
-    at_memory = ctx.dram_pct >= AT_ROOF_PCT
-    at_compute = ctx.compute_pct >= AT_ROOF_PCT
-    p = ctx.point
-    ev = {"dram_throughput_pct": ctx.dram_pct, "compute_throughput_pct": ctx.compute_pct,
-          "intensity_flop_per_byte": p.intensity, "ridge_flop_per_byte": p.ridge, "roof": p.roof,
-          "pct_of_roof": p.pct_of_roof}
-    if at_memory or at_compute:
-        fid = "memory-bound" if at_memory and (not at_compute or ctx.dram_pct >= ctx.compute_pct) else "compute-bound"
-        out = [make(ctx, fid, 0.0, ev, "At its roof: only less work (fewer bytes or FLOPs, lower precision, "
-                    "fusion) makes it faster.", f"at the {'DRAM' if fid == 'memory-bound' else 'compute'} roof")]
-        out[0].severity = "info"
-        if not [f for f in others if f.severity != "info"]:
-            out.append(Finding(id="healthy", severity="info", gain_pct=0.0, evidence={"kernel": ctx.k.name, **ev},
-                               fix="Nothing to fix in this kernel.", summary=f"{ctx.k.name}: healthy, at its roof"))
-        return out
-    if others:
-        return []
-    if p.bound == "memory":
-        return [make(ctx, "memory-bound", 100 * (1 - ctx.dram_pct / 85), ev,
-                     "Move bytes faster: 16-byte vector loads, several independent loads in flight per thread, "
-                     "enough blocks to fill every SM; or move fewer bytes (fuse, narrower types).",
-                     f"DRAM is its limit but runs at {ctx.dram_pct:.0f} % of peak")]
-    return [make(ctx, "compute-bound", 100 * (1 - ctx.compute_pct / 85), ev,
-                 "Raise issue efficiency: more independent instructions per thread (ILP), cheaper math "
-                 "(fast intrinsics, lower precision), tensor cores for matrix work.",
-                 f"arithmetic is its limit but runs at {ctx.compute_pct:.0f} % of peak")]
-
-
-def diagnose_kernel(ctx: KernelContext) -> list[Finding]:
-    found = [f for f in (r(ctx) for r in RULES) if f is not None]
-    return found + class_finding(ctx, found)

@@ -1,0 +1,110 @@
+"""Kernel rules on the launch (analysis/ncu_sol.py): a grid too small to fill the GPU (small-grid), a
+last wave that leaves SMs idle (tail-effect), too few warps resident and what limits them (low-occupancy).
+They speak only when no unit is busy: a kernel at a roof lost little to its launch."""
+from __future__ import annotations
+
+import math
+
+from perflab.doctor.finding import Finding
+from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, BUSY_PCT, KernelContext, kernel_rule, make, sol_gap_pct
+
+FEW_WAVES = 0.4   # a grid that fills under 40 % of the GPU's block slots at once: far too small
+
+
+def grid_too_small(ctx: KernelContext) -> bool:
+    """Blocks < SMs (some SMs get nothing), or so few blocks per SM that the grid, not the kernel, caps
+    the warps resident, while every unit's throughput stays low."""
+    shape, busiest = ctx.launch, ctx.busiest_pct
+    if not shape.grid_blocks or not shape.sms or not ctx.units.measured:
+        return False
+    if shape.grid_blocks < shape.sms:
+        return busiest < BUSY_PCT
+    return shape.waves_per_sm is not None and shape.waves_per_sm < FEW_WAVES and busiest < 40
+
+
+def _occupancy_evidence(ctx: KernelContext) -> dict:
+    occ = ctx.occupancy
+    return {"achieved_occupancy_pct": occ.achieved_pct, "theoretical_occupancy_pct": occ.theoretical_pct,
+            "occupancy_limiter": occ.achieved_limiter, "theoretical_limiter": occ.theoretical_limiter,
+            "grid_occupancy_cap_pct": occ.grid_cap_pct}
+
+
+@kernel_rule
+def small_grid(ctx: KernelContext) -> Finding | None:
+    if not grid_too_small(ctx):
+        return None
+    shape = ctx.launch
+    unit, busiest = ctx.units.busiest
+    if shape.grid_blocks < shape.sms:
+        what = f"{shape.grid_blocks} blocks for {shape.sms} SMs: {shape.idle_sm_pct:.0f} % of the SMs get no block"
+    else:
+        what = (f"{shape.grid_blocks} blocks fill {100 * shape.waves_per_sm:.0f} % of the {shape.sms} SMs' block "
+                f"slots ({shape.blocks_per_sm} per SM)")
+    occ = ctx.occupancy
+    occ_text = (f"; {occ.achieved_pct:.0f} % of warp slots occupied where {occ.theoretical_pct:.0f} % could be"
+                if occ.achieved_pct is not None and occ.theoretical_pct else "")
+    return make(ctx, "small-grid", sol_gap_pct(busiest),
+                {"grid_blocks": shape.grid_blocks, "sms": shape.sms, "idle_sm_pct": shape.idle_sm_pct,
+                 "waves_per_sm": shape.waves_per_sm, "blocks_per_sm_limit": shape.blocks_per_sm,
+                 "block_threads": shape.block_threads, **_occupancy_evidence(ctx),
+                 "busiest_unit": unit, "busiest_unit_pct": busiest},
+                "Launch several blocks per SM: split the work finer (smaller tiles, split-K for a GEMV or a GEMM "
+                "with few output tiles, fewer elements per block), or batch small launches into one; if the "
+                "problem itself is this small, fuse it with its neighbours or run it beside other work on "
+                "another stream.",
+                f"{what}{occ_text}; every unit under {max(busiest, 1):.0f} % of peak")
+
+
+@kernel_rule
+def tail_effect(ctx: KernelContext) -> Finding | None:
+    """launch__waves_per_multiprocessor just above an integer: the last wave runs on few SMs."""
+    shape = ctx.launch
+    waves = shape.waves_per_sm
+    if waves is None or waves <= 1:
+        return None  # under one wave there is no tail: too few blocks is small-grid
+    full = math.ceil(waves - 1e-9)
+    idle = 1 - waves / full
+    busiest = ctx.busiest_pct
+    if idle < 0.1 or full > 16 or busiest >= AT_ROOF_PCT:
+        return None  # a kernel at a roof over its whole duration lost little to its last wave
+    return make(ctx, "tail-effect", 100 * min(idle, 1 - busiest / 100),
+                {"waves_per_sm": waves, "grid_blocks": shape.grid_blocks, "sms": shape.sms,
+                 "blocks_per_sm_limit": shape.blocks_per_sm, "idle_sm_time_pct": 100 * idle,
+                 "sm_throughput_pct": ctx.compute_pct},
+                "Size the grid to whole waves: a persistent grid (SMs x blocks per SM) looping over the work, "
+                "more and smaller blocks, or split the last wave's work across all SMs.",
+                f"{waves:.2f} waves: the last wave leaves {100 * idle:.0f} % of SM time idle")
+
+
+LIMITER_FIX = {
+    "registers": "fewer live registers per thread (__launch_bounds__, smaller per-thread tiles)",
+    "shared memory": "less shared memory per block (smaller tiles, or more work per block in the same tile)",
+    "block size": "larger blocks (at least 128 threads: an SM holds a limited number of blocks)",
+    "barriers": "fewer named barriers per block",
+    "grid": "more blocks (several per SM)",
+    "uneven work": "even work per block (the launch allows more warps than stay resident: blocks end at "
+                   "different times)",
+}
+
+
+@kernel_rule
+def low_occupancy(ctx: KernelContext) -> Finding | None:
+    """sm__warps_active low while no unit is near its peak: too few warps to hide latency. What limits
+    it: the launch limits (launch__occupancy_limit_*) set the theoretical occupancy; the grid, or work that
+    ends unevenly, can keep the achieved one below that."""
+    occ = ctx.occupancy
+    busiest = ctx.busiest_pct
+    if occ.achieved_pct is None or occ.achieved_pct >= 25 or busiest >= BUSY_PCT or grid_too_small(ctx):
+        return None
+    why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"
+    theo = f", theoretical {occ.theoretical_pct:.0f} %" if occ.theoretical_pct is not None else ""
+    fix = LIMITER_FIX.get(why, "more resident warps")
+    return make(ctx, "low-occupancy", 100 * (1 - busiest / AT_ROOF_PCT) * (1 - occ.achieved_pct / 50),
+                {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric,
+                 "blocks_per_sm_limit": ctx.launch.blocks_per_sm, "registers_per_thread": ctx.k.registers,
+                 "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes, "block": ctx.k.block,
+                 "grid_blocks": ctx.launch.grid_blocks, "busiest_unit_pct": busiest, **ctx.stall_evidence()},
+                f"Raise resident warps: {fix}; or more independent work per thread (unrolled loads) to keep "
+                "more bytes in flight with the warps there are.",
+                f"{occ.achieved_pct:.1f} % of warp slots occupied{theo} (limited by {why}), every unit under "
+                f"{max(busiest, 1):.0f} %")

@@ -1,0 +1,132 @@
+"""What limits one kernel, the way Nsight Compute's speed-of-light analysis reasons:
+
+1. A unit at >= 80 % of its peak is the limit: `compute-bound` / `memory-bound` naming it (info: at its
+   roof, only less work helps), and `healthy` when no rule found waste.
+2. When no unit is there, the rules of ncu_launch/ncu_memory/ncu_kernel say why (small grid, occupancy,
+   atomics, spills, access patterns, ...). When none of them does:
+   - the busiest unit at 60-80 % of peak: that unit is the limit, below its roof;
+   - every unit under 60 % (ncu: "a latency issue"): the warp stalls decide. Warps waiting on memory
+     while DRAM moves a real share of its bandwidth = `memory-bound` below the roof (too few bytes in
+     flight: Little's law); any other stall = `latency-bound`, naming the stalls and their shares;
+   - no warp-state metrics in the report: `below-roof`, with how to record a report that can say why.
+A unit's percentage is always the one the finding names: no verdict calls an idle unit the limit.
+"""
+from __future__ import annotations
+
+from perflab.analysis.ncu_sol import MEMORY_WAITS
+from perflab.doctor.finding import Finding
+from perflab.doctor.rules import ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
+from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, BUSY_PCT, PRACTICAL_PCT, RECORD_FULL, RULES,
+                                              KernelContext, make, sol_gap_pct)
+
+BANDWIDTH_SHARE = 20.0   # DRAM under this while warps wait on memory: the loads are latency, not bandwidth
+
+STALL_FIX = {
+    "barrier": "Fewer block-wide barriers per element: more work per thread between __syncthreads, warp "
+               "shuffles instead of shared-memory steps, a single-pass algorithm (e.g. decoupled look-back for "
+               "a scan) instead of barrier-separated phases.",
+    "membar": "Fewer memory fences: fence once per block, not per element, or let the last block combine results.",
+    "wait": "More independent instructions per thread (several accumulators, unrolled loops) so that a "
+            "warp does not wait on its previous result.",
+    "short_scoreboard": "Fewer dependent shared-memory or special-function round trips: keep values in "
+                        "registers, batch shared loads, use intrinsics with lower latency.",
+    "mio_throttle": "Fewer shared-memory instructions: wider (16-byte) shared accesses, registers for reused "
+                    "values, fix bank conflicts.",
+    "long_scoreboard": "Break the chain of dependent loads: several independent loads in flight per thread, "
+                       "prefetch the next element before using this one, or keep the data in shared memory.",
+    "lg_throttle": "Fewer, wider global memory instructions (16-byte loads), fewer local-memory accesses, "
+                   "fewer atomics.",
+}
+
+
+def _roofline_evidence(ctx: KernelContext) -> dict:
+    p = ctx.point
+    return {"intensity_flop_per_byte": p.intensity, "ridge_flop_per_byte": p.ridge, "roof": p.roof,
+            "pct_of_roof": p.pct_of_roof if p.bound != "unknown" else None,
+            "achieved_tflops": p.flops_per_s / 1e12 if p.flops else None,
+            "achieved_dram_gbps": p.dram_bytes_per_s / 1e9 if p.dram_bytes else None}
+
+
+def at_roof(ctx: KernelContext, others: list[Finding], ev: dict) -> list[Finding]:
+    mem, mpct = ctx.units.busiest_memory
+    comp, cpct = ctx.units.busiest_compute
+    dram = ctx.units.memory.get("DRAM", 0.0)
+    compute = cpct >= AT_ROOF_PCT and not (dram >= AT_ROOF_PCT and dram >= cpct)
+    fid, unit, pct = ("compute-bound", comp, cpct) if compute else ("memory-bound", mem, mpct)
+    if not compute and dram >= AT_ROOF_PCT:
+        unit, pct = "DRAM", dram
+    f = make(ctx, fid, 0.0, {"limiting_unit": unit, "limiting_unit_pct": pct, **ev},
+             "At its roof: only less work (fewer bytes or FLOPs, lower precision, fusion) makes it faster.",
+             f"at the {unit} roof ({pct:.0f} % of peak)")
+    f.severity = "info"
+    out = [f]
+    if not [o for o in others if o.severity != "info"]:
+        out.append(Finding(id="healthy", severity="info", gain_pct=0.0,
+                           evidence={"limiting_unit": unit, "limiting_unit_pct": round(pct, 1), "kernel": ctx.k.name,
+                                     **{k: round(v, 3) if isinstance(v, float) else v for k, v in ev.items()
+                                        if v is not None}},
+                           fix="Nothing to fix in this kernel.",
+                           summary=f"{ctx.k.name}: healthy, at its {unit} roof ({pct:.0f} % of peak)"))
+    return out
+
+
+def below_roof(ctx: KernelContext, ev: dict) -> Finding:
+    """No rule explained why no unit is at its roof: the busiest unit, then the stalls, decide."""
+    unit, busiest = ctx.units.busiest
+    mem, mpct = ctx.units.busiest_memory
+    st = ctx.stalls
+    top = st.top(3) if st else []
+    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+    occ = ctx.occupancy
+    ev = {**ctx.stall_evidence(), "busiest_unit": unit, "busiest_unit_pct": busiest, **ev,
+          "achieved_occupancy_pct": occ.achieved_pct, "theoretical_occupancy_pct": occ.theoretical_pct,
+          "occupancy_limiter": occ.achieved_limiter}
+    capped = (f"; the grid fills only {occ.grid_cap_pct:.0f} % of the warp slots"
+              if occ.achieved_limiter == "grid" and occ.grid_cap_pct is not None else "")
+    gain = sol_gap_pct(busiest)
+    if busiest >= BUSY_PCT:
+        fid = "memory-bound" if unit in ctx.units.memory else "compute-bound"
+        why = f"; warps stall on {stall_text}" if top else f"; to see why, {RECORD_FULL}"
+        fix = ("Move bytes faster: 16-byte vector loads, several independent loads in flight per thread, enough "
+               "blocks to fill every SM; or move fewer bytes (fuse, narrower types)." if fid == "memory-bound" else
+               "Raise issue efficiency: more independent instructions per thread (ILP), cheaper math (fast "
+               "intrinsics, lower precision), tensor cores for matrix work.")
+        return make(ctx, fid, gain, ev, fix, f"{unit} is its busiest unit at {busiest:.0f} % of peak, below its "
+                                             f"roof (~{PRACTICAL_PCT:.0f} % reachable){why}")
+    if not top:
+        missing = [side for side, d in (("memory", ctx.units.memory), ("compute", ctx.units.compute)) if not d]
+        lacks = "warp-state" + "".join(f" or {side} throughput" for side in missing)
+        return make(ctx, "below-roof", gain, ev,
+                    f"Find out why no unit is busy: {RECORD_FULL}, then run perflab doctor on that report.",
+                    f"no measured unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak) and this "
+                    f"report has no {lacks} metrics to say why")
+    # the bandwidth the work needs is DRAM's (or, where the GPU reports no DRAM counters, ncu's memory throughput)
+    dram_unit, dram = ("DRAM", ctx.units.memory["DRAM"]) if "DRAM" in ctx.units.memory else (mem, mpct)
+    if top[0].reason in MEMORY_WAITS and dram_unit and dram >= BANDWIDTH_SHARE:
+        return make(ctx, "memory-bound", sol_gap_pct(dram), ev,
+                    "Put more bytes in flight: 16-byte vector loads, several independent loads per thread "
+                    "(unroll), enough blocks to fill every SM; or move fewer bytes (fuse, narrower types).",
+                    f"its work is memory traffic but {dram_unit} runs at {dram:.0f} % of peak: too few bytes in "
+                    f"flight (warps stall on {stall_text}{capped})")
+    return make(ctx, "latency-bound", gain, ev, STALL_FIX.get(top[0].reason, "Shorten what the warps wait on: "
+                                                                              "more independent work per thread."),
+                f"no unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak); warps stall on "
+                f"{stall_text} ({top[0].reason}: {top[0].meaning}){capped}")
+
+
+def class_finding(ctx: KernelContext, others: list[Finding]) -> list[Finding]:
+    ev = {**ctx.sol_evidence(), **_roofline_evidence(ctx)}
+    if not ctx.units.measured:
+        if others:
+            return []
+        return [make(ctx, "below-roof", 0.0, ev, f"To see what limits it, {RECORD_FULL}.",
+                     "the report has no throughput metrics (no speed-of-light section): nothing can be said "
+                     "about what limits this kernel")]
+    if ctx.busiest_pct >= AT_ROOF_PCT:
+        return at_roof(ctx, others, ev)
+    return [] if others else [below_roof(ctx, ev)]
+
+
+def diagnose_kernel(ctx: KernelContext) -> list[Finding]:
+    found = [f for f in (r(ctx) for r in RULES) if f is not None]
+    return found + class_finding(ctx, found)
