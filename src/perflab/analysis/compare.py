@@ -4,7 +4,7 @@
 on it) and returns a `Diff`: step time (median and spread), GPU busy, time per step by kernel type
 and by kernel, and the findings that appeared, disappeared or changed severity.
 `load_run(ref)` reads a trace file, a folder of per-rank traces, or `run:N` (the N-th latest run in
-the run history that `perflab run` keeps, 1 = the latest) and diagnoses it.
+the run history that `perflab run` and `perflab profile` keep, 1 = the latest) and diagnoses it.
 """
 from __future__ import annotations
 
@@ -321,7 +321,8 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     from perflab.puzzles.progress import ProgressDB, db_path
 
     if not db_path().exists():
-        raise PerflabError(f"{text}: no run history yet (`perflab run PUZZLE` on a GPU records runs); give trace paths")
+        raise PerflabError(f"{text}: no run history yet (`perflab profile -- CMD`, or `perflab run PUZZLE` on a GPU, "
+                           "records runs); give trace paths")
     with ProgressDB() as db:
         runs = [r for r in db.runs(limit=max(200, n)) if r.get("path")]
     if len(runs) < n:
@@ -330,8 +331,9 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     r = runs[n - 1]
     from perflab.puzzles.replay import trace_file
 
-    trace = trace_file(Path(r["path"]), r["variant"])
-    if not trace.is_file():
+    # `perflab profile` keeps its run's folder (one trace, or one per rank); `perflab run` a variant's trace
+    trace = Path(r["path"]) if r["mode"] == "profile" else trace_file(Path(r["path"]), r["variant"])
+    if not trace.exists():
         raise PerflabError(f"{text}: its trace {trace} is gone")
     return trace, f"{text} ({r['puzzle']} {r['variant']})"
 

@@ -21,15 +21,15 @@ def register(app: typer.Typer) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
 
-        if html is not None:
-            from perflab.report.html import check_output
+        from perflab.outputs import check_output, write_output
 
-            check_output(html, force=force)
+        if html is not None:
+            check_output(html, force=force, inputs=[path])
         report = diagnose(path, rank=rank, step=step)
         if html is not None:
-            from perflab.report.html import report_html, write_output
+            from perflab.report.html import report_html
 
-            html = write_output(html, report_html(report), force=force)
+            html = write_output(html, report_html(report), force=force, inputs=[path])
         if json_out:
             from perflab.report.json import report_json
 

@@ -3,16 +3,14 @@
 `report_html(report)` renders the doctor's Report: verdict, findings with evidence and fix, the step
 times and a busy/idle timeline per stream (drawn from the report's analyses), the kernel breakdown,
 the roofline for an Nsight Compute report and the memory timeline for a memory snapshot.
-`diff_html(diff, before, after)` renders a before/after Diff. `write_output` never replaces an
-existing file unless told to. Templates live in perflab/report/templates/ (jinja2).
+`diff_html(diff, before, after)` renders a before/after Diff; the CLI writes them with
+perflab.outputs.write_output. Templates live in perflab/report/templates/ (jinja2).
 """
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +21,6 @@ TEMPLATES = Path(__file__).with_name("templates")
 SEVERITY_CLASS = {"high": "sev-high", "medium": "sev-medium", "low": "sev-low", "info": "sev-info"}
 X_KEYS = ("t_ms", "ts_ms", "time_ms", "t_us", "ts_us", "time_us", "t_s", "time_s", "ts", "t", "time", "event",
           "index", "i")
-
-
-# ---- files ------------------------------------------------------------------------------------------
-
-def check_output(out: str | Path, *, force: bool = False) -> Path:
-    """Refuse an output path that exists (unless force) or is a folder; call before the work starts."""
-    out = Path(out)
-    if out.is_dir():
-        raise PerflabError(f"{out} is a folder: give a file name, e.g. {out / 'report.html'}")
-    if out.exists() and not force:
-        raise PerflabError(f"{out} exists: pass --force to overwrite it, or choose another name")
-    return out
-
-
-def write_output(out: str | Path, data: str | bytes, *, force: bool = False) -> Path:
-    """Write a whole file at once (a reader never sees half of it); folders are made as needed."""
-    out = check_output(out, force=force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the report is an ordinary file
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
 
 
 # ---- jinja ------------------------------------------------------------------------------------------

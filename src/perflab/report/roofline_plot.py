@@ -12,19 +12,16 @@ from pathlib import Path
 
 from perflab.analysis.roofline import RooflineModel
 from perflab.errors import PerflabError
+from perflab.outputs import write_output
+from perflab.report.plotting import pyplot, save_figure
 
 COMPUTE_ORDER = ("fp8", "bf16", "fp16", "tf32", "fp32_fma", "fp32", "fp64")
 
 
 def _figure(model: RooflineModel):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PerflabError("drawing the roofline needs matplotlib: pip install matplotlib") from None
     import numpy as np
+
+    plt = pyplot()
 
     bw = model.ceilings.dram.value
     roofs = {**model.ceilings.compute, **model.extra_roofs}
@@ -81,24 +78,24 @@ def _figure(model: RooflineModel):
     return fig
 
 
-def save_roofline(model: RooflineModel, out: str | Path) -> Path:
+def check_roofline_path(out: str | Path) -> Path:
     out = Path(out)
-    suffix = out.suffix.lower()
-    if suffix not in (".png", ".svg", ".pdf", ".html", ".htm"):
+    if out.suffix.lower() not in (".png", ".svg", ".pdf", ".html", ".htm"):
         raise PerflabError(f"{out}: the roofline is written as .png, .svg, .pdf or .html")
-    fig = _figure(model)
-    import matplotlib.pyplot as plt
-
-    try:
-        if suffix in (".html", ".htm"):
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-            out.write_text(_html(model, base64.b64encode(buf.getvalue()).decode()))
-        else:
-            fig.savefig(out)
-    finally:
-        plt.close(fig)
     return out
+
+
+def save_roofline(model: RooflineModel, out: str | Path, *, force: bool = False, inputs=()) -> Path:
+    out = check_roofline_path(out)
+    fig = _figure(model)
+    if out.suffix.lower() not in (".html", ".htm"):
+        return save_figure(fig, out, force=force, inputs=inputs)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png")
+    finally:
+        pyplot().close(fig)
+    return write_output(out, _html(model, base64.b64encode(buf.getvalue()).decode()), force=force, inputs=inputs)
 
 
 def _html(model: RooflineModel, png_b64: str) -> str:

@@ -236,9 +236,13 @@ class ProfiledRun:
                 "nothing left to record; lower --warmup")
 
 
+TRACE_GLOBS = ("trace.json.gz", "rank*.trace.json.gz")
+
+
 def clear_traces(out: Path) -> None:
-    """Remove traces a previous run left in `out` (only perflab's names), so ranks never mix."""
-    for old in [*out.glob("trace.json.gz"), *out.glob("rank*.trace.json.gz")]:
+    """Remove traces a previous run left in `out` (only perflab's names), so ranks never mix. The CLI
+    asks for --force before it lets a run reuse a folder (perflab.outputs.check_folder)."""
+    for old in [p for pattern in TRACE_GLOBS for p in out.glob(pattern)]:
         old.unlink()
 
 

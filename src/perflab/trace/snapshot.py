@@ -217,14 +217,13 @@ def to_json(raw: dict[str, Any]) -> str:
     return json.dumps(ordered, separators=(",", ":"))
 
 
-def convert(src: str | Path, dest: str | Path) -> Path:
-    """Snapshot pickle (or JSON) -> JSON; gzipped when dest ends in .gz."""
-    raw = read_raw(src)
-    text = to_json(raw).encode("utf-8")
-    dest = Path(dest)
-    if dest.name.endswith(".gz"):
-        with gzip.open(dest, "wb", compresslevel=9) as fh:
-            fh.write(text)
-    else:
-        dest.write_bytes(text)
-    return dest
+def convert(src: str | Path, dest: str | Path, *, force: bool = False) -> Path:
+    """Snapshot pickle (or JSON) -> JSON; gzipped when dest ends in .gz. Never over src; over another
+    existing file only with force."""
+    from perflab.outputs import check_output, write_output
+
+    check_output(dest, force=force, inputs=[src])
+    text = to_json(read_raw(src)).encode("utf-8")
+    if Path(dest).name.endswith(".gz"):
+        text = gzip.compress(text, compresslevel=9, mtime=0)
+    return write_output(dest, text, force=force, inputs=[src])
