@@ -8,6 +8,7 @@ import sys
 import typer
 
 from perflab.errors import PerflabError
+from perflab.report.console import clean
 
 # Each module adds its commands to the app; adding a module here adds its commands.
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory")
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     except PerflabError as exc:
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: error: {exc}", file=sys.stderr)
+        print(f"perflab: error: {clean(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("perflab: interrupted", file=sys.stderr)
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+        print(f"perflab: internal error: {type(exc).__name__}: {clean(str(exc))} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 3
     return 0

@@ -19,12 +19,13 @@ from perflab.errors import PerflabError
 from perflab.puzzles import catalog, progress, questions, replay, runner, workspace
 from perflab.puzzles.spec import Puzzle, display_path
 from perflab.report import summary as render
+from perflab.report.console import safe_console
 
 VARIANTS = ("slow", "solution", "mine")
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return safe_console(highlight=False, soft_wrap=False)
 
 
 def _fail(code: int = 1) -> None:
@@ -160,7 +161,7 @@ def _print_ranks(console: Console, ev: Any, variant: str) -> None:
 def _with_progress(console: Console, description: str, work: Any) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task(description, total=None)
         return work(lambda done, total: bar.update(task, completed=done, total=total))
@@ -193,7 +194,8 @@ def _ask(q: Any) -> str:
     from rich.prompt import Prompt
 
     try:
-        return Prompt.ask(f"[bold]{q.key}[/bold]: {q.prompt}", choices=list(q.choices) or None)
+        return Prompt.ask(Text.assemble((q.key, "bold"), f": {q.prompt}"), choices=list(q.choices) or None,
+                          console=_console())
     except EOFError:
         raise PerflabError("no answer on stdin: give answers with --answer KEY=VALUE") from None
 
@@ -221,7 +223,7 @@ def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
             except PerflabError as exc:
                 if given:
                     raise
-                console.print(f"[red]{exc}[/red]")
+                console.print(str(exc), style="red")
     with progress.ProgressDB() as db:
         for g in grades:
             db.add_event(p.id, "answer", g.key, g.given, g.correct)
@@ -257,9 +259,9 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     fix_path = workspace.variant_source(p, "mine", fix)
     console = _console()
     out = workspace.new_run_dir(p, "check")
-    with console.status(f"checking {display_path(fix_path)}") as status:
+    with console.status(Text(f"checking {display_path(fix_path)}")) as status:
         result = checker.check(p, fix_path, out, device=device, seed=seed,
-                               on_phase=lambda name: status.update(f"checking {display_path(fix_path)}: {name}"))
+                               on_phase=lambda name: status.update(Text(f"checking {display_path(fix_path)}: {name}")))
     detail = result.to_dict()
     runner.write_json(out / "check.json", detail)
     with progress.ProgressDB() as db:

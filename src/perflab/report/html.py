@@ -32,7 +32,14 @@ def _env():
         raise PerflabError("the HTML report needs jinja2: pip install jinja2") from None
     from markupsafe import Markup
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+    from perflab.report.console import clean
+
+    def finalize(value: Any) -> Any:  # text from a file is data: no control characters in the page either
+        if isinstance(value, Markup):
+            return Markup(clean(str(value)))
+        return clean(value) if isinstance(value, str) else value
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=finalize,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = lambda v, unit="": (svg.fmt(v, unit) if isinstance(v, (int, float))
                                              else "-" if v is None else v)

@@ -6,6 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perflab.doctor.finding import Finding, Report
+from perflab.report.console import safe_console
 
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "green"}
 
@@ -22,7 +23,7 @@ def _evidence(f: Finding, limit: int = 3) -> str:
 
 
 def render_report(report: Report, console: Console | None = None, *, events: int = 2) -> None:
-    console = console or Console()
+    console = console or safe_console()
     src = report.source
     where = f"{src.get('path', '')}  [{src.get('kind', '')}; {src.get('device', '')}"
     if len(src.get("ranks", [])) > 1:
