@@ -296,9 +296,10 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
     notes = []
     if sb.device and sa.device and sb.device != sa.device:
         notes.append(f"different GPUs: {sb.device} vs {sa.device}")
-    for s in (sb, sa):
+    for s, run in ((sb, before), (sa, after)):
         if s.window != "steps":
             notes.append(f"{s.label}: no ProfilerStep ranges, the {s.window} counts as one step")
+        notes += [f"{s.label}: {n}" for n in run.report.source.get("notes") or []]  # what the reader left out
     return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
                 findings=_findings(before.report, after.report), notes=notes)
 

@@ -32,6 +32,8 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
+    for note in src.get("notes") or []:  # what the reader left out or could not find
+        console.print(Text("note: " + note, style="yellow"))
     summary = report.analyses.get("summary") if report.analyses else None
     split = report.analyses.get("cpu_time_split") if report.analyses else None
     if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers
