@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_ID
-from perflab.__main__ import main
+from conftest import FAKE_ID, cli_run, retouched_trace
 from perflab.trace import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,21 +22,14 @@ CONTROL = ("\x1b", "\x07", "\x9b", "\x00")
 
 
 def hostile_trace(path: Path) -> Path:
-    doc = synthetic.host_bound(steps=3).to_dict()
-    for ev in doc["traceEvents"]:
-        if ev.get("cat") == "kernel":
-            ev["name"] = KERNEL + ANSI
-        elif ev.get("cat") == "cpu_op":
-            ev["name"] = MARKUP + ANSI
-    doc["deviceProperties"][0]["name"] = "GPU [/x]" + ANSI
-    path.write_text(json.dumps(doc))
-    return path
+    def device(doc):
+        doc["deviceProperties"][0]["name"] = "GPU [/x]" + ANSI
+
+    return retouched_trace(path, device, kernel=lambda ev, _: ev.update(name=KERNEL + ANSI),
+                           cpu_op=lambda ev, _: ev.update(name=MARKUP + ANSI))
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
+run = cli_run
 
 
 def assert_clean(text: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.__main__ import main
+from conftest import cli_run, retouched_trace
 from perflab.doctor import diagnose
 from perflab.trace import kineto, sniff, synthetic
 
@@ -17,18 +17,10 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 def damaged(path: Path, values: list) -> Path:
     """A host-bound trace whose first kernels get the given durations."""
-    doc = synthetic.host_bound(steps=3).to_dict()
-    kernels = [ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel"]
-    for ev, value in zip(kernels, values):
-        ev["dur"] = value
-    path.write_text(json.dumps(doc))
-    return path
+    return retouched_trace(path, kernel=lambda ev, i: ev.update(dur=values[i]) if i < len(values) else None)
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
+run = cli_run
 
 
 def test_a_huge_duration_is_dropped_and_said_everywhere(capsys, tmp_path):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_ID
-from perflab.__main__ import build_app, main
+from conftest import FAKE_ID, cli_run
+from perflab.__main__ import build_app
 from perflab.trace import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,10 +49,7 @@ def test_every_command_is_classified():
     assert set(WRITERS.values()) <= set(globals())
 
 
-def cli(capsys, *args) -> tuple[int, str, str]:
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
+cli = cli_run
 
 
 def refused(capsys, *args, why="exists: pass --force") -> str:
