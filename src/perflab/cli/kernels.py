@@ -19,6 +19,8 @@ def _print_report(report, as_json: bool) -> None:
         return
     console = safe_console()
     console.print(Text(report.verdict, style="bold"))
+    for note in report.source.get("notes") or []:
+        console.print(Text("note: " + note, style="yellow"))
     table = Table("kernel", "finding", "severity", "gain %", "evidence", "fix", show_lines=True)
     for f in report.findings:
         ev = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import UnreadableInput
+from perflab.trace.ncu_coverage import is_missing, plausible
 from perflab.trace.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
 
 __all__ = ["KernelProfile", "NcuProfile", "load", "load_ncu_report_module", "normalize_unit", "parse_number",
@@ -113,6 +114,7 @@ def _from_action(mod, action, index: int) -> KernelProfile:
         full = action.name()
     metrics: dict[str, Any] = {}
     units: dict[str, str] = {}
+    dropped: dict[str, str] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None:
@@ -121,12 +123,17 @@ def _from_action(mod, action, index: int) -> KernelProfile:
         if value is None:
             continue
         factor, unit = normalize_unit(m.unit() or "")
-        if isinstance(value, (int, float)) and factor != 1.0:
-            value = value * factor
+        if isinstance(value, (int, float)):
+            value = value * factor if factor != 1.0 else value
+            if is_missing(value):
+                continue
+            if not plausible(value, unit):
+                dropped[name] = str(value)[:40]
+                continue
         metrics[name] = value
         units[name] = unit
     return KernelProfile(index=index, name=short_name(action.name()), full_name=full, metrics=metrics,
-                         units=units, nvtx=_nvtx_from_action(action))
+                         units=units, nvtx=_nvtx_from_action(action), dropped=dropped)
 
 
 def _nvtx_from_action(action) -> list[str]:
@@ -260,6 +267,7 @@ def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
             continue
         metrics: dict[str, Any] = {}
         units: dict[str, str] = {}
+        dropped: dict[str, str] = {}
         nvtx: list[str] = []
         full = ""
         for col, unit, cell in zip(header, units_row, row):
@@ -274,10 +282,13 @@ def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
                     metrics[col] = cell
                 continue
             factor, base = normalize_unit(unit)
+            if not plausible(num * factor, base):
+                dropped[col] = cell.strip()[:40]
+                continue
             metrics[col] = num * factor
             units[col] = base
         kernels.append(KernelProfile(index=len(kernels), name=short_name(full), full_name=full,
-                                     metrics=metrics, units=units, nvtx=nvtx))
+                                     metrics=metrics, units=units, nvtx=nvtx, dropped=dropped))
     if not kernels:
         raise UnreadableInput(f"{path}: the CSV export holds no kernel rows")
     return NcuProfile(path=str(shown or path), source="csv", kernels=kernels)
