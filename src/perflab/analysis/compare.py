@@ -23,6 +23,8 @@ from perflab.trace.model import Trace
 SCHEMA = "perflab.diff/1"
 SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3}
 HISTORY_REF = re.compile(r"run:(\d+)")
+PROFILED_NOTE = ("step times are medians of the profiled steps (under torch.profiler); `perflab check` times the "
+                 "fix without the profiler (interleaved runs), so its speed-up differs from this one")
 
 
 @dataclass
@@ -170,11 +172,11 @@ class Diff:
         if sp is None:
             head = "The after run has no measurable step time."
         elif sp >= 1.02:
-            head = f"After is {sp:.2f}× faster per step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"After is {sp:.2f}× faster per profiled step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         elif sp <= 1 / 1.02:
-            head = f"After is {1 / sp:.2f}× slower per step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"After is {1 / sp:.2f}× slower per profiled step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         else:
-            head = f"Step time is unchanged within 2 % ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"Profiled step time is unchanged within 2 % ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         busy = self.metric("gpu_busy_pct")
         parts = [head, f"GPU busy {busy.before:.1f} → {busy.after:.1f} %."]
         for status, word in (("disappeared", "Gone"), ("appeared", "New"), ("worse", "Worse"), ("better", "Better")):
@@ -293,7 +295,7 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
             before_us=rb["total_us"] / nb if rb else 0.0, after_us=ra["total_us"] / na if ra else 0.0,
             before_count=rb["count"] / nb if rb else 0.0, after_count=ra["count"] / na if ra else 0.0))
     kernels.sort(key=lambda k: (-abs(k.change_us), k.name))
-    notes = []
+    notes = [PROFILED_NOTE]
     if sb.device and sa.device and sb.device != sa.device:
         notes.append(f"different GPUs: {sb.device} vs {sa.device}")
     for s, run in ((sb, before), (sa, after)):

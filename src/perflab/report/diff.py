@@ -15,7 +15,7 @@ from perflab.report.json import clean_json
 from perflab.report.summary import fmt_num, short
 
 METRIC_LABELS = {
-    "step_time_ms": "step time (median)",
+    "step_time_ms": "step time (median, profiled)",
     "step_spread_pct": "step spread (IQR / median)",
     "gpu_busy_pct": "GPU busy",
     "gpu_time_per_step_us": "GPU time per step",
