@@ -183,6 +183,8 @@ def test_profile_keeps_every_run(capsys, tmp_path, monkeypatch):
     runs = sorted((tmp_path / "work" / "profile").iterdir())
     assert len(runs) == 2 and all((r / "trace.json.gz").is_file() for r in runs)
     assert (runs[0] / "trace.json.gz").read_bytes() == (HOST_SYNC / "slow.trace.json.gz").read_bytes()
+    rc, out, _ = cli(capsys, "doctor", "run:2")
+    assert rc == 0 and "host-sync" in out
     rc, out, _ = cli(capsys, "diff", "run:2", "run:1", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["speedup"] > 3 and "host-sync" in [f["id"] for f in doc["findings"]

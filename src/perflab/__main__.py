@@ -14,14 +14,28 @@ from perflab.report.console import clean
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory")
 
 
+HELP = "GPU inference profiling: puzzles, the doctor, and a toolkit for your own code."
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from perflab import __version__
+
+        typer.echo(f"perflab {__version__}")
+        raise typer.Exit()
+
+
 def build_app() -> typer.Typer:
-    app = typer.Typer(
-        name="perflab",
-        help="GPU inference profiling: puzzles, the doctor, and a toolkit for your own code.",
-        no_args_is_help=True,
-        pretty_exceptions_enable=False,
-        add_completion=False,
-    )
+    # add_completion: --install-completion / --show-completion (bash, zsh, fish, PowerShell), typer's own
+    app = typer.Typer(name="perflab", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+                      add_completion=True)
+
+    @app.callback()
+    def options(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                             help="Print perflab's version and exit.")) -> None:
+        pass
+
+    options.__doc__ = HELP
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"perflab.cli.{name}")
         module.register(app)

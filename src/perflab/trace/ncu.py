@@ -217,9 +217,49 @@ def _load_rep_as_csv(path: Path, target: Path, no_module: bool) -> NcuProfile:
             return _load_csv(exported, shown=path)
         finally:
             exported.unlink(missing_ok=True)
-    why = "needs NVIDIA's ncu_report module" if no_module else "found an ncu_report module that fails here; use"
-    raise UnreadableInput(f"{path}: reading .ncu-rep {why} (pip install ncu-report) or its raw-page CSV "
-                          f"(ncu --import {path.name} --page raw --csv > {path.stem}.csv)")
+    csv_cmd = f"ncu --import {path.name} --page raw --csv > {path.stem}.csv"
+    if not no_module:
+        raise UnreadableInput(f"{path}: the ncu_report module found here fails to read it; give perflab its raw-page "
+                              f"CSV instead ({csv_cmd}, on a machine with Nsight Compute)")
+    if ncu_report_wheel(_this_platform()):
+        raise UnreadableInput(f"{path}: reading .ncu-rep needs NVIDIA's ncu_report module, which perflab's install "
+                              f"brings here: python3 -m pip install '{NCU_REPORT}'; or give its raw-page CSV ({csv_cmd})")
+    raise UnreadableInput(f"{path}: NVIDIA ships no ncu-report wheel for this platform ({_this_platform()['sys_platform']} "
+                          f"{_this_platform()['platform_machine']}): export its raw page on a machine with Nsight "
+                          f"Compute ({csv_cmd}) and give perflab the CSV, or set NCU_PYTHON_PATH to an Nsight Compute "
+                          "install's extras/python folder")
+
+
+# NVIDIA's ncu-report wheels (2026.3.1 on PyPI, cp37-abi3): manylinux_2_25 x86_64 and aarch64, win_amd64,
+# win_arm64, macosx_13_0 x86_64 and arm64 (macOS 13 = Darwin 22); no sdist. pyproject.toml's dependency
+# carries the same marker (tests/test_install_conventions.py holds them together).
+NCU_REPORT = "ncu-report>=2026.3.1"
+NCU_REPORT_MARKER = ("platform_python_implementation == 'CPython' and ("
+                     "(sys_platform == 'linux' and (platform_machine == 'x86_64' or platform_machine == 'aarch64')) or "
+                     "(sys_platform == 'win32' and (platform_machine == 'AMD64' or platform_machine == 'ARM64')) or "
+                     "(sys_platform == 'darwin' and platform_release >= '22'))")
+
+
+def _this_platform() -> dict[str, str]:
+    import platform
+
+    return {"platform_python_implementation": platform.python_implementation(), "sys_platform": sys.platform,
+            "platform_machine": platform.machine(), "platform_release": platform.release()}
+
+
+def ncu_report_wheel(env: dict[str, str]) -> bool:
+    """Whether NCU_REPORT_MARKER holds in `env` (the marker's variables): a wheel exists for it."""
+    if env["platform_python_implementation"] != "CPython":
+        return False
+    machine, system = env["platform_machine"], env["sys_platform"]
+    if system == "linux":
+        return machine in ("x86_64", "aarch64")
+    if system == "win32":
+        return machine in ("AMD64", "ARM64")
+    if system == "darwin":
+        major = env["platform_release"].split(".")[0]
+        return major.isdigit() and int(major) >= 22
+    return False
 
 
 def _csv_sibling(path: Path) -> Path | None:
