@@ -36,6 +36,9 @@ def test_a_huge_duration_is_dropped_and_said_everywhere(capsys, tmp_path):
     assert summary["mean_kernel_us"] < 1e3 and summary["gpu_busy_pct"] <= 100
     assert all(0 <= f["gain_pct"] <= 100 for f in doc["findings"])
     assert doc["findings"][0]["id"] == "host-compute"  # what the undamaged trace says
+    from perflab.toolkit.profile import doctor_summary
+
+    assert note in doctor_summary(trace)  # what `perflab profile` prints after its run
 
 
 def test_nan_negative_and_text_durations_are_counted_not_silent(capsys, tmp_path):

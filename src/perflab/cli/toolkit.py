@@ -118,8 +118,13 @@ def _remember(found: dict[str, str], out: Path, report: Any) -> None:
 
     what = Path(found.get("script", "")).name or found.get("module") or "script"
     step_ms = ((report.analyses or {}).get("summary") or {}).get("step_time_ms") if report is not None else None
-    with ProgressDB() as db:
-        db.add_run("profile", what, "profile", str(Path(out).resolve()), step_ms)
+    from perflab.errors import PerflabError
+
+    try:
+        with ProgressDB() as db:
+            db.add_run("profile", what, "profile", str(Path(out).resolve()), step_ms)
+    except PerflabError as exc:  # the trace is written; a history that cannot take it must not fail the run
+        print(f"perflab: not in the run history: {exc}", file=sys.stderr)
 
 
 def monitor(

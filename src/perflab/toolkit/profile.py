@@ -186,6 +186,7 @@ def doctor_summary(path: str | Path, report: Any = None) -> str:
     except Exception as exc:  # the doctor is another layer: its failure must not lose the trace
         return f"doctor failed on {path}: {type(exc).__name__}: {exc}"
     lines = [f"doctor: {report.verdict}"]
+    lines += [f"  note: {n}" for n in report.source.get("notes") or []]  # what the reader left out
     for f in report.findings[:3]:
         lines.append(f"  {f.severity:<6} {f.id:<20} gain ~{f.gain_pct:.0f} %  {f.fix}")
     lines.append(f"  full report: perflab doctor {path}")
