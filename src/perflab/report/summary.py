@@ -113,8 +113,8 @@ def measurements_line(m: dict[str, Any]) -> Text:
         bits.append(f"speed-up {fmt_num(sp['point'])}× (95 % CI {fmt_num(sp.get('ci_low'))}–"
                     f"{fmt_num(sp.get('ci_high'))}, bar {fmt_num(sp.get('bar'))})")
     return Text.assemble(("timed without the profiler: ", "bold"), "; ".join(bits),
-                         ("\n(the profiled step time above runs under torch.profiler and is longer; speed-ups are "
-                          "from these timings)", "dim"))
+                         ("\n(the profiled step time above was measured under torch.profiler, which adds its own "
+                          "cost; speed-ups are from these timings)", "dim"))
 
 
 def evidence_table(evidence: dict[str, Any], source: str) -> RenderableType:
