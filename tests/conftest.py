@@ -75,6 +75,33 @@ def make_trace(*, steps: int, kernels: list[tuple[str, float]], step_us: float =
             "distributedInfo": {"rank": 0}, "traceEvents": events}
 
 
+def retouched_trace(path: Path, doc_edit=None, **by_category) -> Path:
+    """synthetic.host_bound(steps=3) as JSON, every event of a category passed through its function
+    edit(event, index among that category's events); doc_edit(doc) for the rest."""
+    from perflab.trace import synthetic
+
+    doc = synthetic.host_bound(steps=3).to_dict()
+    seen: dict[str, int] = {}
+    for ev in doc["traceEvents"]:
+        cat = ev.get("cat")
+        if cat in by_category:
+            by_category[cat](ev, seen.setdefault(cat, 0))
+            seen[cat] += 1
+    if doc_edit:
+        doc_edit(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def cli_run(capsys, *args) -> tuple[int, str, str]:
+    """perflab ARGS in this process: (exit code, stdout, stderr)."""
+    from perflab.__main__ import main
+
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def write_trace(path: Path, trace: dict) -> Path:
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         json.dump(trace, fh)

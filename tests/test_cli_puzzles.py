@@ -138,8 +138,9 @@ def test_answer_right_wrong_and_bad_input(cli):
     rc, out, _ = cli("answer", FAKE_ID, *RIGHT)
     assert rc == 0 and "9/9 right" in out
     rc, out, _ = cli("answer", FAKE_ID, "-a", "cause=launch-overhead", "-a", "syncs=2")
-    assert rc == 1 and "✗ cause: launch-overhead — the evidence says host-sync" in out and "1/2 right" in out
-    assert "evidence from perflab doctor on the recorded slow trace" in out
+    assert rc == 1 and "✗ cause: launch-overhead is not what the evidence says" in out and "1/2 right" in out
+    assert "look at perflab doctor on the recorded slow trace: top finding, severity" in out
+    assert "host-sync" not in out  # where to look, not the value (perflab answer --reveal shows it)
     rc, _, err = cli("answer", FAKE_ID, "-a", "nope=1")
     assert rc == 2 and "no question 'nope'" in err
     rc, _, err = cli("answer", FAKE_ID, "-a", "cause=slowness")

@@ -49,7 +49,7 @@ def test_the_planted_finding_disappears_and_the_step_gets_faster(runs, slug, pla
     assert d.speedup == pytest.approx(d.before.step.median_ms / d.after.step.median_ms)
     assert d.speedup > 3
     assert d.metric("gpu_busy_pct").after > d.metric("gpu_busy_pct").before
-    assert d.verdict.startswith(f"After is {d.speedup:.2f}× faster per step")
+    assert d.verdict.startswith(f"After is {d.speedup:.2f}× faster per profiled step")
     assert planted in d.verdict
 
 
@@ -70,7 +70,7 @@ def test_verdict_words(runs):
         assert d.verdict.endswith("The doctor now finds it healthy.")
     back = compare(runs("02-host-sync", "solution"), runs("02-host-sync", "slow"))
     assert back.speedup == pytest.approx(1 / d.speedup)
-    assert back.verdict.startswith(f"After is {d.speedup:.2f}× slower per step")
+    assert back.verdict.startswith(f"After is {d.speedup:.2f}× slower per profiled step")
     assert "host-sync" in back.by_status("appeared") and "New: host-sync" in back.verdict
 
 
@@ -109,7 +109,7 @@ def test_a_trace_against_itself_changes_nothing(runs):
     assert d.speedup == pytest.approx(1.0)
     assert all(m.change == 0 and m.better is None for m in d.metrics + d.categories)
     assert all(f.status == "unchanged" for f in d.findings) and d.findings
-    assert d.verdict.startswith("Step time is unchanged")
+    assert d.verdict.startswith("Profiled step time is unchanged")
 
 
 def test_synthetic_traces_with_known_numbers(tmp_path):

@@ -80,7 +80,8 @@ def test_doctor_report_renders(browser, tmp_path, capsys):
 
 
 def test_diff_report_renders(browser, tmp_path):
-    from perflab.report.html import diff_html, write_output
+    from perflab.outputs import write_output
+    from perflab.report.html import diff_html
 
     before, after = load_run(SLOW), load_run(SOLUTION)
     d = compare(before, after)

@@ -15,7 +15,8 @@ from perflab.doctor import diagnose
 from perflab.doctor.finding import EventRef, Finding, Report
 from perflab.errors import PerflabError
 from perflab.report import svg
-from perflab.report.html import TEMPLATES, check_output, memory_series, report_html, write_output
+from perflab.outputs import check_output, write_output
+from perflab.report.html import TEMPLATES, memory_series, report_html
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = ROOT / "src" / "perflab" / "catalog" / "03-pageable-copies" / "artifacts" / "slow.trace.json.gz"

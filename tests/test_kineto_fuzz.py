@@ -84,3 +84,52 @@ def test_corrupted_bytes(tmp_path, edits):
     path = tmp_path / "t.json"
     path.write_bytes(bytes(data))
     _load(path)
+
+
+# ---- implausible values: dropped with a count, never silently; mostly implausible is refused -------------
+
+_HOST_BOUND = synthetic.host_bound(steps=3).to_dict()
+_N_COMPLETE = sum(ev.get("ph") == "X" for ev in _HOST_BOUND["traceEvents"])
+_KERNELS = [i for i, ev in enumerate(_HOST_BOUND["traceEvents"]) if ev.get("cat") == "kernel"]
+implausible = st.sampled_from([float("nan"), float("inf"), float("-inf"), -1.0, -1e9, 1e300, 1e12, "abc", None, [],
+                               {"us": 5}])
+
+
+@SETTINGS
+@given(picks=st.lists(st.tuples(st.sampled_from(_KERNELS), implausible), min_size=1, max_size=12,
+                      unique_by=lambda p: p[0]),
+       field=st.sampled_from(["dur", "ts"]))
+def test_implausible_values_are_dropped_counted_and_said(tmp_path, picks, field):
+    doc = json.loads(json.dumps(_HOST_BOUND))
+    for i, value in picks:
+        if field == "ts" and isinstance(value, float) and abs(value) < 1e11:
+            value = float("nan")  # a start in range is plausible: only a missing or absurd one counts here
+        doc["traceEvents"][i][field] = value
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    trace = kineto.load(path)
+    _check(trace)
+    info = trace.meta["implausible"]
+    assert info["dropped"] == len(picks) and info["events"] == _N_COMPLETE == len(trace) + len(picks)
+    assert sum(info["reasons"].values()) == len(picks)
+    assert trace.dur.max() <= 2 * (trace.ts.max() - trace.ts.min())
+    report = diagnose(trace).to_dict()
+    assert f"dropped {len(picks)} of {_N_COMPLETE} events" in " ".join(report["source"]["notes"])
+    assert all(0 <= f["gain_pct"] <= 100 for f in report["findings"])
+
+
+@SETTINGS
+@given(value=implausible, share=st.floats(0.55, 1.0))
+def test_a_trace_made_mostly_of_implausible_values_is_refused(tmp_path, value, share):
+    doc = json.loads(json.dumps(_HOST_BOUND))
+    complete = [ev for ev in doc["traceEvents"] if ev.get("ph") == "X"]
+    for ev in complete[: max(int(share * len(complete)), len(complete) // 2 + 1)]:
+        ev["dur"] = value
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    try:
+        kineto.load(path)
+    except UnreadableInput as exc:
+        assert "implausible times" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("a trace made mostly of implausible events was analysed")

@@ -146,17 +146,23 @@ def test_unreadable_documents(tmp_path, text, message):
 
 
 def test_missing_fields_and_nan_degrade(tmp_path):
-    path = tmp_path / "nan.json"
-    path.write_text(json.dumps({"traceEvents": [
+    events = [
         {"ph": "X", "name": "ok", "ts": 1, "dur": 2, "cat": "cpu_op"},
         {"ph": "X", "name": "no dur", "ts": 1, "cat": "cpu_op"},
         {"ph": "X", "name": "nan", "ts": float("nan"), "dur": 3, "cat": "cpu_op"},
         {"ph": "X", "ts": "12", "dur": None, "args": [1, 2]},
         {"ph": "X", "name": 5, "ts": 3, "dur": 1, "args": {"stream": {"x": 1}, "grid": "big"}},
         "not an event",
-    ]}))  # json.dumps writes NaN: invalid JSON that Python itself produces
+    ]
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps({"traceEvents": events}))  # json.dumps writes NaN: invalid JSON that Python itself produces
+    with pytest.raises(UnreadableInput, match="3 of its 5 events have implausible times"):
+        kineto.load(path)  # mostly damaged: refused
+    events += [{"ph": "X", "name": "more", "ts": 4 + i, "dur": 1, "cat": "cpu_op"} for i in range(2)]
+    path.write_text(json.dumps({"traceEvents": events}))
     t = kineto.load(path)
-    assert t.names[t.name[0]] == "ok" and len(t) == 2 and t.meta["dropped_events"] == 3
+    assert t.names[t.name[0]] == "ok" and len(t) == 4 and t.meta["dropped_events"] == 3
+    assert t.meta["implausible"]["reasons"] == {"no usable start time": 1, "no usable duration": 2}
 
 
 def test_no_gpu_events_is_a_trace_without_gpu(tmp_path):

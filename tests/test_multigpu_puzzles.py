@@ -288,7 +288,9 @@ def test_cli_on_a_recording_of_ranks(tmp_path, monkeypatch, capsys):
     assert "rank 0: step" in out and "rank 1: step" in out and "slow.ranks" in out
     assert main(["answer", "zz-ranks", "--answer", "straggler=1", "--answer", "cause=host-sync"]) == 1
     out = capsys.readouterr().out
-    assert "1/2 right" in out and "load-imbalance" in out
+    assert "1/2 right" in out and "--reveal cause" in out and "load-imbalance" not in out  # not given away
+    assert main(["answer", "zz-ranks", "--reveal", "cause"]) == 0
+    assert "revealed cause: load-imbalance" in capsys.readouterr().out
 
 
 def test_a_job_past_its_timeout_is_stopped_with_its_workers(tmp_path):

@@ -67,10 +67,17 @@ def test_missing_metrics_degrade_instead_of_crashing():
     thin = KernelProfile(index=0, name=k.name, full_name=k.full_name,
                          metrics={n: v for n, v in k.metrics.items() if n in keep})
     report = diagnose_profile(NcuProfile(path="thin", source="csv", kernels=[thin]))
-    # only the SM side, at 5 %: nothing is at a roof and nothing says why; the doctor says so and how to record
+    # only the SM side, at 5 %: nothing is at a roof and nothing says why; the doctor says so, how to record a
+    # better report, and nothing above low (not "DRAM is its limit at 0 %")
     top = report.findings[0]
     assert top.id == "below-roof" and "no warp-state or memory throughput metrics" in top.summary
     assert "--set full" in top.fix and top.evidence["busiest_unit_pct"] == pytest.approx(5.05, abs=0.01)
+    assert all(f.severity in ("low", "info") for f in report.findings)
+    assert "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed" in report.source["notes"][0]
+    at_roof = KernelProfile(index=0, name=k.name, full_name=k.full_name,
+                            metrics={**thin.metrics, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 92.0})
+    found = diagnose_profile(NcuProfile(path="thin", source="csv", kernels=[at_roof])).findings
+    assert "compute-bound" in [f.id for f in found] and found[0].severity == "info"  # measured at the roof: said
 
 
 def test_fallback_metrics_still_find_bank_conflicts():

@@ -112,7 +112,7 @@ def test_rep_without_ncu_report_or_csv_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setattr(ncu, "load_ncu_report_module", lambda: None)
     lone = tmp_path / "lone.ncu-rep"
     lone.write_bytes(gzip.decompress(report("copy_vec16").read_bytes()))
-    with pytest.raises(UnreadableInput, match="pip install ncu-report"):
+    with pytest.raises(UnreadableInput, match="pip install 'ncu-report>="):
         ncu.load(lone)
 
 

@@ -16,11 +16,16 @@ PROCESSES = [{"pid": 1, "rank": None, "torch": True, "steps_by": "top-level nn.M
 
 def test_profile_writes_the_html_report(monkeypatch, capsys, tmp_path):
     out, html = tmp_path / "prof", tmp_path / "r" / "report.html"
-    out.mkdir()
-    trace = shutil.copy(TRACE, out / "trace.json.gz")
+    trace = out / "trace.json.gz"
     seen = []
-    monkeypatch.setattr(lib, "profile_command",
-                        lambda cmd, **kw: seen.append(kw["out"]) or lib.ProfiledRun(0, [Path(trace)], PROCESSES))
+
+    def run(cmd, **kw):
+        seen.append(kw["out"])
+        kw["out"].mkdir(exist_ok=True)
+        shutil.copy(TRACE, trace)
+        return lib.ProfiledRun(0, [trace], PROCESSES)
+
+    monkeypatch.setattr(lib, "profile_command", run)
     target = tmp_path / "s.py"
     target.write_text("")
     assert main(["profile", "--out", str(out), "--html", str(html), "--", "python", str(target)]) == 0

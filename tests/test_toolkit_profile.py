@@ -107,7 +107,7 @@ def test_torchrun_two_cpu_ranks_write_two_traces(tmp_path):
     out = tmp_path / "o"
     (out).mkdir()
     (out / "rank7.trace.json.gz").write_text("stale, from an earlier run")
-    proc = perflab("profile", "--steps", "2", "--warmup", "1", "--out", str(out), "--",
+    proc = perflab("profile", "--steps", "2", "--warmup", "1", "--out", str(out), "--force", "--",
                    "torchrun", "--standalone", "--nproc-per-node", "2", str(s))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["rank0.trace.json.gz", "rank1.trace.json.gz"]

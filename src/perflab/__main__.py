@@ -8,19 +8,34 @@ import sys
 import typer
 
 from perflab.errors import PerflabError
+from perflab.report.console import clean
 
 # Each module adds its commands to the app; adding a module here adds its commands.
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory")
 
 
+HELP = "GPU inference profiling: puzzles, the doctor, and a toolkit for your own code."
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from perflab import __version__
+
+        typer.echo(f"perflab {__version__}")
+        raise typer.Exit()
+
+
 def build_app() -> typer.Typer:
-    app = typer.Typer(
-        name="perflab",
-        help="GPU inference profiling: puzzles, the doctor, and a toolkit for your own code.",
-        no_args_is_help=True,
-        pretty_exceptions_enable=False,
-        add_completion=False,
-    )
+    # add_completion: --install-completion / --show-completion (bash, zsh, fish, PowerShell), typer's own
+    app = typer.Typer(name="perflab", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+                      add_completion=True)
+
+    @app.callback()
+    def options(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                             help="Print perflab's version and exit.")) -> None:
+        pass
+
+    options.__doc__ = HELP
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"perflab.cli.{name}")
         module.register(app)
@@ -39,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     except PerflabError as exc:
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: error: {exc}", file=sys.stderr)
+        print(f"perflab: error: {clean(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("perflab: interrupted", file=sys.stderr)
@@ -59,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+        print(f"perflab: internal error: {type(exc).__name__}: {clean(str(exc))} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 3
     return 0

@@ -4,7 +4,7 @@
 on it) and returns a `Diff`: step time (median and spread), GPU busy, time per step by kernel type
 and by kernel, and the findings that appeared, disappeared or changed severity.
 `load_run(ref)` reads a trace file, a folder of per-rank traces, or `run:N` (the N-th latest run in
-the run history that `perflab run` keeps, 1 = the latest) and diagnoses it.
+the run history that `perflab run` and `perflab profile` keep, 1 = the latest) and diagnoses it.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from perflab.trace.model import Trace
 SCHEMA = "perflab.diff/1"
 SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3}
 HISTORY_REF = re.compile(r"run:(\d+)")
+PROFILED_NOTE = ("step times are medians of the profiled steps (under torch.profiler); `perflab check` times the "
+                 "fix without the profiler (interleaved runs), so its speed-up differs from this one")
 
 
 @dataclass
@@ -170,11 +172,11 @@ class Diff:
         if sp is None:
             head = "The after run has no measurable step time."
         elif sp >= 1.02:
-            head = f"After is {sp:.2f}× faster per step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"After is {sp:.2f}× faster per profiled step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         elif sp <= 1 / 1.02:
-            head = f"After is {1 / sp:.2f}× slower per step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"After is {1 / sp:.2f}× slower per profiled step ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         else:
-            head = f"Step time is unchanged within 2 % ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
+            head = f"Profiled step time is unchanged within 2 % ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         busy = self.metric("gpu_busy_pct")
         parts = [head, f"GPU busy {busy.before:.1f} → {busy.after:.1f} %."]
         for status, word in (("disappeared", "Gone"), ("appeared", "New"), ("worse", "Worse"), ("better", "Better")):
@@ -293,12 +295,13 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
             before_us=rb["total_us"] / nb if rb else 0.0, after_us=ra["total_us"] / na if ra else 0.0,
             before_count=rb["count"] / nb if rb else 0.0, after_count=ra["count"] / na if ra else 0.0))
     kernels.sort(key=lambda k: (-abs(k.change_us), k.name))
-    notes = []
+    notes = [PROFILED_NOTE]
     if sb.device and sa.device and sb.device != sa.device:
         notes.append(f"different GPUs: {sb.device} vs {sa.device}")
-    for s in (sb, sa):
+    for s, run in ((sb, before), (sa, after)):
         if s.window != "steps":
             notes.append(f"{s.label}: no ProfilerStep ranges, the {s.window} counts as one step")
+        notes += [f"{s.label}: {n}" for n in run.report.source.get("notes") or []]  # what the reader left out
     return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
                 findings=_findings(before.report, after.report), notes=notes)
 
@@ -321,7 +324,8 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     from perflab.puzzles.progress import ProgressDB, db_path
 
     if not db_path().exists():
-        raise PerflabError(f"{text}: no run history yet (`perflab run PUZZLE` on a GPU records runs); give trace paths")
+        raise PerflabError(f"{text}: no run history yet (`perflab profile -- CMD`, or `perflab run PUZZLE` on a GPU, "
+                           "records runs); give trace paths")
     with ProgressDB() as db:
         runs = [r for r in db.runs(limit=max(200, n)) if r.get("path")]
     if len(runs) < n:
@@ -330,8 +334,9 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     r = runs[n - 1]
     from perflab.puzzles.replay import trace_file
 
-    trace = trace_file(Path(r["path"]), r["variant"])
-    if not trace.is_file():
+    # `perflab profile` keeps its run's folder (one trace, or one per rank); `perflab run` a variant's trace
+    trace = Path(r["path"]) if r["mode"] == "profile" else trace_file(Path(r["path"]), r["variant"])
+    if not trace.exists():
         raise PerflabError(f"{text}: its trace {trace} is gone")
     return trace, f"{text} ({r['puzzle']} {r['variant']})"
 

@@ -270,6 +270,8 @@ def compare_ncu(before: NcuProfile, after: NcuProfile, before_report: Any, after
     for p in pairs:
         if p.paired_by == "position":
             notes.append(f"paired by position (names differ): {p.before_name} / {p.after_name}")
+    for label, report in ((before_label or before.path, before_report), (after_label or after.path, after_report)):
+        notes += [f"{label}: {n}" for n in (getattr(report, "source", None) or {}).get("notes") or []]
     return NcuDiff(before_label=before_label or before.path, after_label=after_label or after.path,
                    before_device=before.device, after_device=after.device, pairs=pairs,
                    only_before=[k.name for k in only_b], only_after=[k.name for k in only_a], notes=notes)

@@ -37,8 +37,8 @@ def diff(
                                          "whose name matches this regular expression"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
-    from perflab.analysis.compare import compare, load_run
-    from perflab.report.html import check_output
+    from perflab.analysis.compare import compare, load_run, resolve
+    from perflab.outputs import check_output, write_output
 
     if _ncu_pair(before, after):
         if html is not None or plot is not None or rank is not None:
@@ -48,9 +48,10 @@ def diff(
     if kernel is not None:
         raise PerflabError("--kernel selects kernels of two Nsight Compute reports; BEFORE and AFTER are traces")
 
+    inputs = [resolve(before)[0], resolve(after)[0]]
     for out in (html, plot):
         if out is not None:
-            check_output(out, force=force)  # refuse before the work, not after it
+            check_output(out, force=force, inputs=inputs)  # refuse before the work, not after it
     if plot is not None:
         from perflab.report.diff import check_plot_path
 
@@ -60,14 +61,13 @@ def diff(
     result = compare(b, a, top=top)
     written = []
     if html is not None:
-        from perflab.report.html import diff_html, write_output
+        from perflab.report.html import diff_html
 
-        written.append(write_output(html, diff_html(result, b.report, a.report), force=force))
+        written.append(write_output(html, diff_html(result, b.report, a.report), force=force, inputs=inputs))
     if plot is not None:
         from perflab.report.diff import save_diff_plot
 
-        check_output(plot, force=force)
-        written.append(save_diff_plot(result, plot))
+        written.append(save_diff_plot(result, plot, force=force, inputs=inputs))
     if json_out:
         from perflab.report.diff import diff_json
 

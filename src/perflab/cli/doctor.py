@@ -11,7 +11,8 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
         path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, "
-                                              "Nsight Compute report or memory snapshot."),
+                                              "Nsight Compute report or memory snapshot; or run:N, the N-th "
+                                              "latest run in the run history (perflab profile, perflab run)."),
         json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/1)."),
         rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
         step: Optional[int] = typer.Option(None, "--step", help="Only ProfilerStep#N."),
@@ -21,15 +22,18 @@ def register(app: typer.Typer) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
 
-        if html is not None:
-            from perflab.report.html import check_output
+        from perflab.analysis.compare import HISTORY_REF, resolve
+        from perflab.outputs import check_output, write_output
 
-            check_output(html, force=force)
+        if not path.exists() and HISTORY_REF.fullmatch(str(path)):
+            path = resolve(str(path))[0]
+        if html is not None:
+            check_output(html, force=force, inputs=[path])
         report = diagnose(path, rank=rank, step=step)
         if html is not None:
-            from perflab.report.html import report_html, write_output
+            from perflab.report.html import report_html
 
-            html = write_output(html, report_html(report), force=force)
+            html = write_output(html, report_html(report), force=force, inputs=[path])
         if json_out:
             from perflab.report.json import report_json
 

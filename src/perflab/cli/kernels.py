@@ -7,16 +7,20 @@ from typing import List, Optional
 
 import typer
 
+from perflab.report.console import safe_console
+
 
 def _print_report(report, as_json: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    console = Console()
-    console.print(f"[bold]{report.verdict}[/bold]")
+    console = safe_console()
+    console.print(Text(report.verdict, style="bold"))
+    for note in report.source.get("notes") or []:
+        console.print(Text("note: " + note, style="yellow"))
     table = Table("kernel", "finding", "severity", "gain %", "evidence", "fix", show_lines=True)
     for f in report.findings:
         ev = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items()
@@ -34,24 +38,29 @@ def ncu(
     out: Path = typer.Option(Path("perflab-ncu"), "--out", "-o", help="folder for the .ncu-rep and .csv"),
     name: Optional[str] = typer.Option(None, "--name", help="report file name (default: the script's name)"),
     as_json: bool = typer.Option(False, "--json", help="print the doctor's report as JSON"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing report of the same name"),
 ) -> None:
     """Profile a program under Nsight Compute (--clock-control none), export the raw CSV, run the doctor."""
     from perflab.doctor.ncu import diagnose_ncu
     from perflab.toolkit.ncu_runner import profile
 
     run = profile(list(program or []), out_dir=out, name=name, kernel=kernel, section_set=section_set,
-                  launch_count=launch_count, launch_skip=launch_skip)
+                  launch_count=launch_count, launch_skip=launch_skip, force=force)
     if not as_json:
         typer.echo(f"wrote {run.report} and {run.csv}")
     _print_report(diagnose_ncu(run.report), as_json)
 
 
-def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, as_json: bool) -> None:
-    from rich.console import Console
+def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, as_json: bool, force: bool) -> None:
     from rich.table import Table
 
     from perflab.paths import user_data_dir
     from perflab.toolkit.bench import allreduce
+
+    if out is not None:
+        from perflab.outputs import check_output
+
+        check_output(out, force=force)  # before the sweep; the user data dir's copy is perflab's own store
 
     if gpus is None:
         import torch
@@ -68,7 +77,7 @@ def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, a
                         f"{m.get('gpu', 'CPU')} ({m['date']})")
     for row in allreduce.table_rows(doc):
         table.add_row(*row)
-    Console().print(table)
+    safe_console().print(table)
     typer.echo(f"peak busbw {doc['peak_busbw_gbps']:.2f} GB/s; saved {dest}")
 
 
@@ -81,21 +90,27 @@ def bench(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="--allreduce: processes (GPUs) per node "
                                                             "[default: all visible GPUs]"),
     max_bytes: int = typer.Option(1 << 30, "--max-bytes", help="--allreduce: largest message"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Measure this machine's ceilings and save them (user data dir, ceilings.json) for the roofline."""
-    from rich.console import Console
     from rich.table import Table
 
     from perflab.toolkit.bench import run_bench, save_ceilings, table_rows
 
-    console = Console(stderr=True)
+    console = safe_console(stderr=True)
     if allreduce:
-        _bench_allreduce(gpus, out, max_bytes, as_json)
+        _bench_allreduce(gpus, out, max_bytes, as_json, force)
         return
-    data = run_bench(quick=quick, progress=None if as_json else (lambda m: console.print(f"[dim]measuring {m}[/dim]")))
+    if out is not None:
+        from perflab.outputs import check_output
+
+        check_output(out, force=force)  # before the measurements; ceilings.json in the user data dir is ours
+    data = run_bench(quick=quick, progress=None if as_json else (lambda m: console.print(f"measuring {m}", style="dim")))
     path = save_ceilings(data)
     if out:
-        save_ceilings(data, out)
+        from perflab.outputs import write_output
+
+        write_output(out, json.dumps(data, indent=2), force=force)
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -104,7 +119,7 @@ def bench(
                   f"{m['date']} ({m['mode']}, {m['seconds']} s)")
     for row in table_rows(data):
         table.add_row(*row)
-    Console().print(table)
+    safe_console().print(table)
     typer.echo(f"saved {path}")
 
 
@@ -113,18 +128,21 @@ def roofline(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the figure (.png, .svg, .pdf or .html)"),
     ceilings: Optional[Path] = typer.Option(None, "--ceilings", help="ceilings JSON (default: the saved bench)"),
     as_json: bool = typer.Option(False, "--json", help="print the roofline points as JSON"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Place each kernel of a report on the roofline of the measured (or datasheet) ceilings."""
-    from rich.console import Console
     from rich.table import Table
 
     from perflab.analysis.roofline import roofline_for_reports
+    from perflab.outputs import check_output
+    from perflab.report.roofline_plot import check_roofline_path, save_roofline
 
+    inputs = [*reports, ceilings]
+    if out:
+        check_output(check_roofline_path(out), force=force, inputs=inputs)  # before the work
     model = roofline_for_reports(reports, ceilings_path=ceilings)
     if out:
-        from perflab.report.roofline_plot import save_roofline
-
-        save_roofline(model, out)
+        save_roofline(model, out, force=force, inputs=inputs)
     if as_json:
         print(json.dumps(model.to_dict(), indent=2))
         return
@@ -134,7 +152,7 @@ def roofline(
         table.add_row(p.name[:60], f"{p.intensity:.2f}" if p.intensity is not None else "-",
                       f"{p.flops_per_s / 1e12:.2f}", f"{p.dram_bytes_per_s / 1e9:.0f}", p.roof.split(" (")[0], p.bound,
                       f"{p.pct_of_roof:.0f}")
-    Console().print(table)
+    safe_console().print(table)
     if out:
         typer.echo(f"wrote {out}")
 

@@ -18,27 +18,11 @@ from rich.text import Text
 from perflab.errors import PerflabError
 from perflab.puzzles import catalog, progress, questions, replay, runner, workspace
 from perflab.puzzles.spec import Puzzle, display_path
+from perflab.cli.common import confirm, fail
+from perflab.cli.common import console as console_
 from perflab.report import summary as render
 
 VARIANTS = ("slow", "solution", "mine")
-
-
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
-
-
-def _fail(code: int = 1) -> None:
-    # SystemExit, not typer.Exit: the entry point returns SystemExit codes as the exit status.
-    raise SystemExit(code)
-
-
-def _confirm(question: str) -> bool:
-    """Yes/no on stdin; no answer (end of input) is a no."""
-    try:
-        return typer.confirm(question, default=False)
-    except (typer.Abort, EOFError):
-        print()
-        return False
 
 
 def _gpu_words(p: Puzzle) -> str:
@@ -62,7 +46,7 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
              "gpu": p.requirements.gpu, "recorded": replay.is_recorded(p), "status": status}
             for p, status in rows]}, indent=2))
         return
-    console = _console()
+    console = console_()
     compact = console.width < 120  # a narrow terminal: no titles or levels, the planted id and +N for the others
     cols = ("#", "id", "taxonomy", "GPU", "status") if compact else \
         ("#", "id", "title", "level", "taxonomy", "GPU", "status")
@@ -85,7 +69,7 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
 def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     """The story, the question, and which tool to use and what to look at."""
     p = catalog.get(puzzle_id)
-    console = _console()
+    console = console_()
     console.print(Text(f"{p.title}  [{p.id}, level {p.level}]", style="bold"))
     if p.prerequisites:
         console.print(f"after: {', '.join(p.prerequisites)}")
@@ -117,7 +101,7 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     p = catalog.get(puzzle_id)
     if variant not in VARIANTS + p.stages:
         raise PerflabError(f"unknown variant {variant!r}: use {', '.join(('slow', 'solution', *p.stages))} or mine")
-    console = _console()
+    console = console_()
     o = _with_progress(console, f"profiling {p.id} ({variant})", lambda on_step: runner.run_or_replay(
         p, variant, force_replay=replay_, steps=steps, fix=fix, on_step=on_step))
     summary = o.evidence.summary(variant)
@@ -160,7 +144,7 @@ def _print_ranks(console: Console, ev: Any, variant: str) -> None:
 def _with_progress(console: Console, description: str, work: Any) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task(description, total=None)
         return work(lambda done, total: bar.update(task, completed=done, total=total))
@@ -178,73 +162,6 @@ def start_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
         print(f"{display_path(path)} already exists; left as it is (delete it to start over)")
 
 
-def _parse_answers(p: Puzzle, pairs: List[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise PerflabError(f"--answer {pair!r} must be KEY=VALUE (keys: {', '.join(p.question_keys)})")
-        questions.normalize(p.find_question(key.strip()), value)  # unknown key or bad value: exit 2 before grading
-        out[key.strip()] = value
-    return out
-
-
-def _ask(q: Any) -> str:
-    from rich.prompt import Prompt
-
-    try:
-        return Prompt.ask(f"[bold]{q.key}[/bold]: {q.prompt}", choices=list(q.choices) or None)
-    except EOFError:
-        raise PerflabError("no answer on stdin: give answers with --answer KEY=VALUE") from None
-
-
-def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
-               answer: Optional[List[str]] = typer.Option(None, "--answer", "-a",
-                                                          help="KEY=VALUE (repeatable); without it, asks")) -> None:
-    """Answer the diagnosis questions; graded against values computed from the recorded evidence."""
-    p = catalog.get(puzzle_id)
-    if not p.questions:
-        raise PerflabError(f"{p.id} has no diagnosis questions")
-    given = _parse_answers(p, answer or [])
-    ev = replay.recording(p)
-    console = _console()
-    grades = []
-    for q in p.questions:
-        if given and q.key not in given:
-            continue
-        computed = questions.compute(q, ev)
-        while True:
-            raw = given[q.key] if given else _ask(q)
-            try:
-                grades.append(questions.grade(q, raw, computed))
-                break
-            except PerflabError as exc:
-                if given:
-                    raise
-                console.print(f"[red]{exc}[/red]")
-    with progress.ProgressDB() as db:
-        for g in grades:
-            db.add_event(p.id, "answer", g.key, g.given, g.correct)
-    for g in grades:
-        _render_grade(console, g)
-    right = sum(g.correct for g in grades)
-    console.print(f"{right}/{len(grades)} right (graded against the recording made on "
-                  f"{ev.manifest().get('gpu') or 'the recording GPU'})")
-    if right < len(grades):
-        _fail(1)
-
-
-def _render_grade(console: Console, g: questions.Grade) -> None:
-    expected = render.fmt_num(g.expected)
-    if g.correct:
-        console.print(Text.assemble(("✓ ", "green"), f"{g.key}: {g.given}  (computed: {render.short(expected)})"))
-        return
-    console.print(Text.assemble(("✗ ", "red"), f"{g.key}: {g.given} — the evidence says {render.short(expected)}"))
-    if g.note:
-        console.print(f"  {g.note}")
-    console.print(render.evidence_table(g.computed.evidence, g.computed.source))
-
-
 def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
               fix: Optional[Path] = typer.Option(None, "--fix", help="default: ./perflab-work/ID/fix.py"),
               seed: Optional[int] = typer.Option(None, "--seed", help="input seed (default: fresh random)"),
@@ -255,11 +172,11 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     p = catalog.get(puzzle_id)
     device = runner.require_device(p, "perflab check")
     fix_path = workspace.variant_source(p, "mine", fix)
-    console = _console()
+    console = console_()
     out = workspace.new_run_dir(p, "check")
-    with console.status(f"checking {display_path(fix_path)}") as status:
+    with console.status(Text(f"checking {display_path(fix_path)}")) as status:
         result = checker.check(p, fix_path, out, device=device, seed=seed,
-                               on_phase=lambda name: status.update(f"checking {display_path(fix_path)}: {name}"))
+                               on_phase=lambda name: status.update(Text(f"checking {display_path(fix_path)}: {name}")))
     detail = result.to_dict()
     runner.write_json(out / "check.json", detail)
     with progress.ProgressDB() as db:
@@ -271,7 +188,7 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     else:
         _render_check(console, result)
     if not result.passed:
-        _fail(1)
+        fail(1)
 
 
 def _render_check(console: Console, r: Any) -> None:
@@ -289,7 +206,8 @@ def _render_check(console: Console, r: Any) -> None:
                                     f"(bar {s.bar:.2f}×)"))
     elif r.speed:
         s = r.speed
-        label = "bare / profiled step time" if "bare / profiled" in (s.statistic or "") else "speed-up"
+        label = "bare / profiled step time" if "bare / profiled" in (s.statistic or "") else \
+            "speed-up (timed without the profiler)"
         console.print(Text.assemble(mark(s.passed), f"{label} {s.point:.2f}× (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}, "
                                     f"bar {s.bar:.2f}×; slow {render.fmt_num(r.slow['median_ms'])} ms, "
                                     f"fix {render.fmt_num(r.fixed['median_ms'])} ms, n={s.n})"))
@@ -325,7 +243,7 @@ def solution_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
                  yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before spoiling")) -> None:
     """Print the solution (asks first)."""
     p = catalog.get(puzzle_id)
-    if not yes and not _confirm(f"Show the solution of {p.id}? It spoils the puzzle"):
+    if not yes and not confirm(f"Show the solution of {p.id}? It spoils the puzzle"):
         print("not shown")
         return
     with progress.ProgressDB() as db:
@@ -334,38 +252,16 @@ def solution_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     print(p.file("solution").read_text(encoding="utf-8"), end="")
 
 
-def progress_cmd(reset: bool = typer.Option(False, "--reset", help="erase all progress and run history"),
-                 yes: bool = typer.Option(False, "--yes", "-y", help="with --reset: do not ask")) -> None:
-    """What you solved: answers, hints, checks, runs."""
-    if reset:
-        if not yes and not _confirm("Erase all progress and run history?"):
-            print("kept")
-            return
-        with progress.ProgressDB() as db:
-            db.reset()
-        print("progress erased")
-        return
-    puzzles = catalog.load_catalog()
-    with progress.ProgressDB() as db:
-        statuses = db.statuses()
-    t = Table(show_edge=False)
-    for col in ("id", "answered", "hints", "check", "runs", "status"):
-        t.add_column(col)
-    for p in puzzles:
-        st = statuses.get(p.id, progress.PuzzleStatus(p.id))
-        answered = f"{len(st.right & set(p.question_keys))}/{len(p.questions)}"
-        check = "passed" if st.checked else (f"{st.checks} failed" if st.checks else "-")
-        t.add_row(p.id, answered, f"{st.hints}/{len(p.hints)}", check, str(st.runs), st.label(p.question_keys) or "-")
-    _console().print(t)
-
-
 def register(app: typer.Typer) -> None:
+    from perflab.cli import answer
+    from perflab.cli import progress as progress_cli
+
     app.command("list")(list_cmd)
     app.command("show")(show_cmd)
     app.command("run")(run_cmd)
     app.command("start")(start_cmd)
-    app.command("answer")(answer_cmd)
+    app.command("answer")(answer.answer_cmd)
     app.command("check")(check_cmd)
     app.command("hint")(hint_cmd)
     app.command("solution")(solution_cmd)
-    app.command("progress")(progress_cmd)
+    app.command("progress")(progress_cli.progress_cmd)

@@ -30,7 +30,9 @@ def scale(
     nnodes: Optional[str] = typer.Option(None, "--nnodes", help="passed to torchrun"),
     rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="passed to torchrun"),
     rdzv_id: Optional[str] = typer.Option(None, "--rdzv-id", help="passed to torchrun"),
-    out: Path = typer.Option(Path("perflab-work/scale"), "--out", help="folder for reports, traces, scaling.json, plot"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for reports, traces, scaling.json, plot "
+                                                         "[default: a new folder under ./perflab-work/scale]"),
+    force: bool = typer.Option(False, "--force", help="replace what an earlier run left in --out"),
     profile: bool = typer.Option(True, "--profile/--no-profile", help="trace each rank to isolate communication"),
     steps: int = typer.Option(5, help="profiled steps per run"),
     warmup: int = typer.Option(3, help="unprofiled steps first"),
@@ -41,25 +43,32 @@ def scale(
     import json
     import shlex
 
-    from rich.console import Console
     from rich.table import Table
 
     from perflab.toolkit import scaling
 
+    from perflab.outputs import check_folder, new_folder
+    from perflab.paths import workspace_dir
+
     counts = scaling.parse_counts(gpus)
+    if out is not None:
+        check_folder(out, force=force, holds=("scaling.json", "scaling.png", "n[0-9]*"))
     extra = shlex.split(torchrun) if torchrun else []
     for flag, value in (("--nnodes", nnodes), ("--rdzv-endpoint", rdzv_endpoint), ("--rdzv-id", rdzv_id)):
         if value:
             extra += [flag, value]
     if any(a.startswith("--rdzv-endpoint") for a in extra) and not any(a.startswith("--rdzv-backend") for a in extra):
         extra += ["--rdzv-backend", "c10d"]
-    console = Console(stderr=json_out)
+    from perflab.report.console import safe_console
+
+    console = safe_console(stderr=json_out)
+    out = out if out is not None else new_folder(workspace_dir() / "scale")
     result = scaling.run_scaling(cmd or [], counts, out, mode=mode, torchrun_args=extra, profile=profile,
                                  steps=steps, warmup=warmup, marker=marker,
-                                 on_point=lambda n: console.print(f"[dim]running on {n} GPU(s) ...[/dim]"))
+                                 on_point=lambda n: console.print(f"running on {n} GPU(s) ...", style="dim"))
     plot_path = None
     if any(p.get("step_ms") for p in result["points"]):
-        plot_path = scaling.plot(result, out / "scaling.png")
+        plot_path = scaling.plot(result, out / "scaling.png", force=force)
     if json_out:
         typer.echo(json.dumps(result, indent=1, default=str))
     else:

@@ -10,6 +10,8 @@ from typing import Any, List, Optional
 
 import typer
 
+from perflab.report.console import safe_console
+
 # Everything after the first argument of CMD belongs to CMD (so `--` is optional).
 # Exit codes leave by SystemExit: perflab.__main__.main returns what SystemExit carries.
 PASSTHROUGH = {"allow_interspersed_args": False}
@@ -20,7 +22,9 @@ CMD = typer.Argument(None, metavar="-- CMD", help="the command to run, e.g. -- p
 PROFILE_HELP = (
     "Profile an unmodified script with torch.profiler, then show the doctor's verdict.\n\n"
     "Steps are found by themselves: entries of --marker's range, else top-level nn.Module calls "
-    "(one forward = one step), else time slices. Works through torchrun (one trace per rank)."
+    "(one forward = one step), else time slices. Works through torchrun (one trace per rank).\n\n"
+    "Each run gets a new folder under ./perflab-work/profile/ and a place in the run history: "
+    "`perflab diff run:2 run:1` compares the run before with the latest."
 )
 
 
@@ -33,7 +37,8 @@ def profile(
     cmd: Optional[List[str]] = CMD,
     steps: int = typer.Option(10, help="steps to record"),
     warmup: int = typer.Option(3, help="steps to run first, unrecorded"),
-    out: Optional[Path] = typer.Option(None, help="folder for the trace(s) [default: ./perflab-work/profile]"),
+    out: Optional[Path] = typer.Option(None, help="folder for the trace(s) [default: a new folder under "
+                                                  "./perflab-work/profile]"),
     stack: bool = typer.Option(False, "--stack", help="record Python call stacks"),
     memory: bool = typer.Option(False, "--memory", help="record tensor allocations"),
     marker: Optional[str] = typer.Option(None, help="a step begins where a record_function/NVTX range "
@@ -44,22 +49,25 @@ def profile(
     ncu: bool = typer.Option(False, "--ncu", help="hand over to `perflab ncu -- CMD` (Nsight Compute) instead"),
     html: Optional[Path] = typer.Option(None, "--html", help="also write the doctor's report as a self-contained "
                                                              "HTML file here"),
-    force: bool = typer.Option(False, "--force", help="overwrite an existing --html file"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --html file, or the traces of an "
+                                                      "earlier run in --out"),
 ) -> None:
     """Profile an unmodified script with torch.profiler, then show the doctor's verdict (help: PROFILE_HELP)."""
     from perflab.errors import PerflabError
+    from perflab.outputs import check_folder, check_output, new_folder
     from perflab.toolkit import profile as lib
 
     if not cmd:
         raise PerflabError("give the command to profile, e.g. `perflab profile -- python script.py`")
     if html is not None:
-        from perflab.report.html import check_output
-
-        check_output(html, force=force)  # before the run, not after it
+        check_output(html, force=force, inputs=[a for a in cmd if Path(a).is_file()])  # before the run
     if ncu:
         raise SystemExit(subprocess.call([sys.executable, "-m", "perflab", "ncu", "--", *cmd]))
     found = lib.find_target(cmd, target)
-    out = out if out is not None else lib.default_out()
+    if out is not None:
+        check_folder(out, force=force, holds=lib.TRACE_GLOBS)
+    else:
+        out = new_folder(lib.default_out())
     run = lib.profile_command(cmd, out=out, steps=steps, warmup=warmup, stack=stack, memory=memory,
                               marker=marker, target=found, slice_s=slice_s)
     for p in run.processes:
@@ -76,15 +84,47 @@ def profile(
     print(f"perflab: {first['recorded_steps']} steps recorded ({first['steps_by']}) after {warmup} warm-up "
           f"-> {where}")
     traces = run.traces[0] if len(run.traces) == 1 else out
-    if html is None:
-        print(lib.doctor_summary(traces))
+    report = _diagnose_quietly(traces)
+    _remember(found, out, report)
+    console = safe_console(highlight=False, soft_wrap=True)
+    console.print(lib.doctor_summary(traces, report=report))
+    console.print(f"perflab: this run is run:1 in the history (`perflab diff run:2 run:1` compares it with the one "
+                  "before)")
+    if html is None or report is None:
         return
-    from perflab.doctor import diagnose
-    from perflab.report.html import report_html, write_output
+    from perflab.outputs import write_output
+    from perflab.report.html import report_html
 
-    report = diagnose(traces)
-    print(lib.doctor_summary(traces, report=report))
-    print(f"perflab: HTML report -> {write_output(html, report_html(report), force=force)}")
+    console.print(f"perflab: HTML report -> {write_output(html, report_html(report), force=force)}")
+
+
+def _diagnose_quietly(traces: Path) -> Any:
+    """The doctor's report, or None when it fails: doctor_summary then says why, and the trace stays."""
+    from perflab.errors import PerflabError
+
+    try:
+        from perflab.doctor import diagnose
+
+        return diagnose(traces)
+    except PerflabError:
+        return None
+    except Exception:  # the doctor is another layer: its failure must not lose the run
+        return None
+
+
+def _remember(found: dict[str, str], out: Path, report: Any) -> None:
+    """A row in the run history (mode `profile`), so `perflab diff run:N` finds this run."""
+    from perflab.puzzles.progress import ProgressDB
+
+    what = Path(found.get("script", "")).name or found.get("module") or "script"
+    step_ms = ((report.analyses or {}).get("summary") or {}).get("step_time_ms") if report is not None else None
+    from perflab.errors import PerflabError
+
+    try:
+        with ProgressDB() as db:
+            db.add_run("profile", what, "profile", str(Path(out).resolve()), step_ms)
+    except PerflabError as exc:  # the trace is written; a history that cannot take it must not fail the run
+        print(f"perflab: not in the run history: {exc}", file=sys.stderr)
 
 
 def monitor(
@@ -92,19 +132,22 @@ def monitor(
     interval: float = typer.Option(0.1, help="seconds between samples"),
     csv: Optional[Path] = typer.Option(None, help="write every sample to this CSV file"),
     device: int = typer.Option(0, help="CUDA device index"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --csv file"),
 ) -> None:
     """Watch the GPU (utilization, memory, power, clocks, temperature) while CMD runs; summary at the end."""
-    from rich.console import Console
-
     from perflab.errors import PerflabError
     from perflab.toolkit.monitor import GPUMonitor
     from perflab.toolkit.profile import start_command, wait
 
     if not cmd:
         raise PerflabError("give the command to watch, e.g. `perflab monitor -- python script.py`")
+    if csv is not None:
+        from perflab.outputs import check_output
+
+        check_output(csv, force=force)  # before the command runs, not after
     mon = GPUMonitor(interval=interval, device=device)
     mon.open()  # no NVML: one-line error before anything runs
-    console = Console()
+    console = safe_console()
     mon.start()
     try:
         rc = _run_live(cmd, mon, console) if console.is_terminal else wait(start_command(cmd))
@@ -112,7 +155,7 @@ def monitor(
         mon.stop()
     console.print(_summary_table(mon.summary()))
     if csv is not None:
-        console.print(f"samples -> {mon.to_csv(csv)}")
+        console.print(f"samples -> {mon.to_csv(csv, force=force)}")
     raise SystemExit(rc)
 
 

@@ -54,6 +54,14 @@ def _dispatch(kind: str, path: Path) -> Report:
     return reader(path)
 
 
+def data_notes(traces: list[Trace]) -> list[str]:
+    """What the reader had to leave out of each trace (trace/plausible.py), for every output to say."""
+    from perflab.trace.plausible import note
+
+    prefix = len(traces) > 1
+    return [f"rank {t.rank}: {n}" if prefix else n for t in traces if (n := note(t.meta))]
+
+
 def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
     from perflab.analysis.lanes import stream_lanes
@@ -69,6 +77,9 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
               "ranks": [t.rank for t in traces], "rank": trace.rank,
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
                          **_cut_short(trace, ctx.windows)}}
+    notes = data_notes(traces)
+    if notes:
+        source["notes"] = notes
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
         from perflab.doctor.cpu import cpu_report
 

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from perflab.analysis.ncu_sol import limits_summary
 from perflab.analysis.roofline import Ceilings, load_ceilings, roofline
-from perflab.doctor.finding import Report, rank
+from perflab.doctor.finding import SEVERITY_ORDER, Report, rank
 from perflab.doctor.ncu_guided import compare
 from perflab.doctor.rules.ncu_context import KernelContext
 from perflab.doctor.rules.ncu_limits import diagnose_kernel
 from perflab.trace.ncu import NcuProfile, load
+from perflab.trace.ncu_coverage import has_speed_of_light
+from perflab.trace.ncu_coverage import notes as coverage_notes
 
 
 def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> Report:
@@ -25,6 +27,8 @@ def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> R
         share = (k.duration_s or 0.0) / total if total else 1.0 / len(profile.kernels)
         found = diagnose_kernel(KernelContext(k=k, point=point, share=share,
                                               tensor_roof_flops=ceilings.compute["tf32"].value))
+        if not has_speed_of_light(k.metrics):
+            found = _unjudged(found)
         findings += found
         row = {**k.summary(), "time_share_pct": round(100 * share, 1), "findings": [f.id for f in found],
                "roofline": {"intensity": point.intensity, "tflops": round(point.flops_per_s / 1e12, 3),
@@ -43,9 +47,28 @@ def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> R
         analyses["ncu_rules_note"] = ("no Nsight Compute rule results to compare with: " +
                                       ("a CSV export carries none" if profile.source == "csv" else
                                        "the report holds none"))
-    return Report(source={"path": profile.path, "kind": "ncu", "device": profile.device, "reader": profile.source,
-                          "kernels": len(profile.kernels)},
-                  verdict=verdict(ranked), findings=ranked, analyses=analyses)
+    source = {"path": profile.path, "kind": "ncu", "device": profile.device, "reader": profile.source,
+              "kernels": len(profile.kernels)}
+    if coverage_notes(profile.kernels):
+        source["notes"] = coverage_notes(profile.kernels)
+    return Report(source=source, verdict=verdict(ranked), findings=ranked, analyses=analyses)
+
+
+def _unjudged(found: list) -> list:
+    """Without both speed-of-light throughputs (SM, DRAM) nothing says what limits a kernel below its roofs: no
+    "X is its limit but runs at N %" (a missing throughput is not 0 %), and no other finding above low. A
+    kernel measured at a roof (an info finding: the throughput it sits at was there) keeps that."""
+    out = []
+    for f in found:
+        if f.id in ("memory-bound", "compute-bound", "healthy"):
+            if f.severity == "info":
+                out.append(f)
+            continue
+        if SEVERITY_ORDER[f.severity] < SEVERITY_ORDER["low"]:
+            f.severity = "low"
+        f.evidence["unjudged"] = "the report lacks the speed-of-light throughputs (SM, DRAM)"
+        out.append(f)
+    return out
 
 
 def verdict(ranked) -> str:
@@ -54,6 +77,9 @@ def verdict(ranked) -> str:
     top = ranked[0]
     if top.id == "healthy":
         return "Healthy: the profiled kernels run at their roofs with nothing wasted."
+    if top.evidence.get("unjudged"):
+        return (f"Cannot tell what limits the kernels: the report lacks the SM and DRAM throughputs (the notes "
+                f"name the missing metrics). A lead, not a verdict: {top.summary}.")
     if top.severity == "info":
         return f"Nothing to fix: {top.summary}."
     first_step = re.split(r"\. (?=[A-Z(])", top.fix)[0].rstrip(".")  # not at "e.g. "

@@ -306,13 +306,9 @@ def sweep_speedup(doc: dict[str, Any], batch: int, n: int | None = None, field: 
 
 def plot_sweep(doc: dict[str, Any], path: Path) -> Path:
     """Latency per call and N-over-1 speed-up vs batch size, one line per rank count."""
-    try:
-        import matplotlib
+    from perflab.report.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PerflabError("drawing the sweep needs matplotlib: pip install matplotlib") from None
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     counts = sorted(int(k) for k in doc["gpus"])
     for n in counts:

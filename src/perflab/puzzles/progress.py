@@ -42,15 +42,24 @@ class PuzzleStatus:
     checks: int = 0
     runs: int = 0
     solution_seen: bool = False
+    revealed: set[str] = field(default_factory=set)  # question keys whose value was shown (answer --reveal)
 
     def diagnosed(self, keys: list[str]) -> bool:
         return bool(keys) and set(keys) <= self.right
 
     def label(self, keys: list[str]) -> str:
         diagnosed = self.diagnosed(keys)
-        if diagnosed and self.checked:
-            return "solved"
-        return "diagnosed" if diagnosed else ("fixed" if self.checked else "")
+        shown = len(self.revealed & set(keys))
+        if diagnosed:
+            word = "solved" if self.checked else "diagnosed"
+            return f"{word} ({shown} revealed)" if shown else word
+        return "fixed" if self.checked else ""
+
+    def to_dict(self, keys: list[str], hints: int) -> dict[str, Any]:
+        return {"id": self.puzzle, "questions": len(keys), "right": sorted(self.right & set(keys)),
+                "revealed": sorted(self.revealed & set(keys)), "wrong_answers": self.wrong,
+                "hints_seen": self.hints, "hints": hints, "checks": self.checks, "check_passed": self.checked,
+                "runs": self.runs, "solution_seen": self.solution_seen, "status": self.label(keys)}
 
 
 class ProgressDB:
@@ -137,6 +146,8 @@ class ProgressDB:
                 st.checked = st.checked or bool(ok)
             elif kind == "solution":
                 st.solution_seen = True
+            elif kind == "reveal":
+                st.revealed.add(key)
         for pid, n in self.conn.execute("SELECT puzzle, COUNT(*) FROM runs GROUP BY puzzle"):
             get(pid).runs = n
         return out

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from perflab.errors import PerflabError
+from perflab.outputs import new_folder
 from perflab.paths import workspace_dir
 from perflab.puzzles.spec import Puzzle, display_path
 
@@ -42,18 +42,5 @@ def variant_source(puzzle: Puzzle, variant: str, fix: Path | None = None) -> Pat
 
 
 def new_run_dir(puzzle: Puzzle, variant: str, now: float | None = None) -> Path:
-    """runs/<YYYYmmdd-HHMMSS>[.NNN]-<variant>/: the counter keeps runs of the same second apart and in order,
-    so the names sort by time."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    runs = puzzle_dir(puzzle) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    for n in range(1000):
-        prefix = stamp if n == 0 else f"{stamp}.{n:03d}"
-        if any(p.name.startswith(prefix + "-") for p in runs.iterdir()):
-            continue
-        try:
-            (path := runs / f"{prefix}-{variant}").mkdir()
-            return path
-        except FileExistsError:  # another perflab took it a moment ago
-            continue
-    raise PerflabError(f"cannot make a run folder under {display_path(runs)}")
+    """runs/<YYYYmmdd-HHMMSS>[.NNN]-<variant>/ (perflab.outputs.new_folder): names sort by time."""
+    return new_folder(puzzle_dir(puzzle) / "runs", variant, now)

@@ -10,11 +10,12 @@ from rich.text import Text
 
 from perflab.analysis.compare import Delta, Diff
 from perflab.errors import PerflabError
+from perflab.report.console import safe_console
 from perflab.report.json import clean_json
 from perflab.report.summary import fmt_num, short
 
 METRIC_LABELS = {
-    "step_time_ms": "step time (median)",
+    "step_time_ms": "step time (median, profiled)",
     "step_spread_pct": "step spread (IQR / median)",
     "gpu_busy_pct": "GPU busy",
     "gpu_time_per_step_us": "GPU time per step",
@@ -98,7 +99,7 @@ def findings_table(diff: Diff) -> Table | None:
 
 
 def render_diff(diff: Diff, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or safe_console()
     parts: list[RenderableType] = [
         Text(f"before: {diff.before.label}  [{diff.before.device}]", style="dim"),
         Text(f"after:  {diff.after.label}  [{diff.after.device}]", style="dim"),
@@ -113,17 +114,6 @@ def render_diff(diff: Diff, console: Console | None = None) -> None:
 
 # ---- the plot (matplotlib, lazily) ------------------------------------------------------------------
 
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PerflabError("drawing the diff needs matplotlib: pip install 'perflab[plot]'") from None
-    return plt
-
-
 def check_plot_path(out: str | Path) -> Path:
     out = Path(out)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -131,10 +121,12 @@ def check_plot_path(out: str | Path) -> Path:
     return out
 
 
-def save_diff_plot(diff: Diff, out: str | Path) -> Path:
+def save_diff_plot(diff: Diff, out: str | Path, *, force: bool = False, inputs=()) -> Path:
     """Step times per step, GPU time per step by kernel type, and the kernels that changed most."""
+    from perflab.report.plotting import pyplot, save_figure
+
     out = check_plot_path(out)
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 5), dpi=110)
     colors = {"before": "#c0392b", "after": "#2471a3"}
     ax = axes[0]
@@ -176,11 +168,7 @@ def save_diff_plot(diff: Diff, out: str | Path) -> Path:
     speed = f"   ({sp:.2f}× per step)" if sp else ""
     fig.suptitle(f"{diff.before.label}  →  {diff.after.label}{speed}", fontsize=10)
     fig.tight_layout()
-    try:
-        fig.savefig(out)
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(fig, out, force=force, inputs=inputs)
 
 
 # ---- kernel-level diff of two Nsight Compute reports (perflab.analysis.ncu_compare) -----------------
@@ -220,7 +208,7 @@ def ncu_findings_table(pair) -> Table | None:
 
 
 def render_ncu_diff(diff, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or safe_console()
     parts: list[RenderableType] = [
         Text(f"before: {diff.before_label}  [{diff.before_device}]", style="dim"),
         Text(f"after:  {diff.after_label}  [{diff.after_device}]", style="dim"),

@@ -3,16 +3,14 @@
 `report_html(report)` renders the doctor's Report: verdict, findings with evidence and fix, the step
 times and a busy/idle timeline per stream (drawn from the report's analyses), the kernel breakdown,
 the roofline for an Nsight Compute report and the memory timeline for a memory snapshot.
-`diff_html(diff, before, after)` renders a before/after Diff. `write_output` never replaces an
-existing file unless told to. Templates live in perflab/report/templates/ (jinja2).
+`diff_html(diff, before, after)` renders a before/after Diff; the CLI writes them with
+perflab.outputs.write_output. Templates live in perflab/report/templates/ (jinja2).
 """
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,37 +23,6 @@ X_KEYS = ("t_ms", "ts_ms", "time_ms", "t_us", "ts_us", "time_us", "t_s", "time_s
           "index", "i")
 
 
-# ---- files ------------------------------------------------------------------------------------------
-
-def check_output(out: str | Path, *, force: bool = False) -> Path:
-    """Refuse an output path that exists (unless force) or is a folder; call before the work starts."""
-    out = Path(out)
-    if out.is_dir():
-        raise PerflabError(f"{out} is a folder: give a file name, e.g. {out / 'report.html'}")
-    if out.exists() and not force:
-        raise PerflabError(f"{out} exists: pass --force to overwrite it, or choose another name")
-    return out
-
-
-def write_output(out: str | Path, data: str | bytes, *, force: bool = False) -> Path:
-    """Write a whole file at once (a reader never sees half of it); folders are made as needed."""
-    out = check_output(out, force=force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the report is an ordinary file
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
-
-
 # ---- jinja ------------------------------------------------------------------------------------------
 
 def _env():
@@ -65,7 +32,14 @@ def _env():
         raise PerflabError("the HTML report needs jinja2: pip install jinja2") from None
     from markupsafe import Markup
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+    from perflab.report.console import clean
+
+    def finalize(value: Any) -> Any:  # text from a file is data: no control characters in the page either
+        if isinstance(value, Markup):
+            return Markup(clean(str(value)))
+        return clean(value) if isinstance(value, str) else value
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=finalize,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = lambda v, unit="": (svg.fmt(v, unit) if isinstance(v, (int, float))
                                              else "-" if v is None else v)

@@ -12,19 +12,17 @@ from pathlib import Path
 
 from perflab.analysis.roofline import RooflineModel
 from perflab.errors import PerflabError
+from perflab.outputs import write_output
+from perflab.report.console import clean
+from perflab.report.plotting import pyplot, save_figure
 
 COMPUTE_ORDER = ("fp8", "bf16", "fp16", "tf32", "fp32_fma", "fp32", "fp64")
 
 
 def _figure(model: RooflineModel):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PerflabError("drawing the roofline needs matplotlib: pip install matplotlib") from None
     import numpy as np
+
+    plt = pyplot()
 
     bw = model.ceilings.dram.value
     roofs = {**model.ceilings.compute, **model.extra_roofs}
@@ -81,36 +79,40 @@ def _figure(model: RooflineModel):
     return fig
 
 
-def save_roofline(model: RooflineModel, out: str | Path) -> Path:
+def check_roofline_path(out: str | Path) -> Path:
     out = Path(out)
-    suffix = out.suffix.lower()
-    if suffix not in (".png", ".svg", ".pdf", ".html", ".htm"):
+    if out.suffix.lower() not in (".png", ".svg", ".pdf", ".html", ".htm"):
         raise PerflabError(f"{out}: the roofline is written as .png, .svg, .pdf or .html")
-    fig = _figure(model)
-    import matplotlib.pyplot as plt
-
-    try:
-        if suffix in (".html", ".htm"):
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
-            out.write_text(_html(model, base64.b64encode(buf.getvalue()).decode()))
-        else:
-            fig.savefig(out)
-    finally:
-        plt.close(fig)
     return out
+
+
+def save_roofline(model: RooflineModel, out: str | Path, *, force: bool = False, inputs=()) -> Path:
+    out = check_roofline_path(out)
+    fig = _figure(model)
+    if out.suffix.lower() not in (".html", ".htm"):
+        return save_figure(fig, out, force=force, inputs=inputs)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png")
+    finally:
+        pyplot().close(fig)
+    return write_output(out, _html(model, base64.b64encode(buf.getvalue()).decode()), force=force, inputs=inputs)
+
+
+def _esc(text: str) -> str:
+    return html.escape(clean(text))
 
 
 def _html(model: RooflineModel, png_b64: str) -> str:
     rows = "".join(
-        f"<tr><td>{html.escape(p.name)}</td><td>{'-' if p.intensity is None else f'{p.intensity:.2f}'}</td>"
-        f"<td>{p.flops_per_s / 1e12:.2f}</td><td>{p.dram_bytes_per_s / 1e9:.0f}</td><td>{html.escape(p.roof)}</td>"
+        f"<tr><td>{_esc(p.name)}</td><td>{'-' if p.intensity is None else f'{p.intensity:.2f}'}</td>"
+        f"<td>{p.flops_per_s / 1e12:.2f}</td><td>{p.dram_bytes_per_s / 1e9:.0f}</td><td>{_esc(p.roof)}</td>"
         f"<td>{p.bound}</td><td>{p.pct_of_roof:.0f}</td></tr>" for p in model.points)
     return ("<!doctype html><html><head><meta charset='utf-8'><title>perflab roofline</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px}</style></head><body>"
-            f"<h2>Roofline — {html.escape(model.device or 'unknown GPU')}</h2>"
-            f"<p>{html.escape(model.path)}<br>ceilings: {html.escape(model.ceilings.source)}</p>"
+            f"<h2>Roofline — {_esc(model.device or 'unknown GPU')}</h2>"
+            f"<p>{_esc(model.path)}<br>ceilings: {_esc(model.ceilings.source)}</p>"
             f"<img alt='roofline' src='data:image/png;base64,{png_b64}'>"
             "<table><tr><th>kernel</th><th>FLOP/byte</th><th>TFLOP/s</th><th>GB/s</th><th>roof</th>"
             f"<th>bound</th><th>% of roof</th></tr>{rows}</table></body></html>")

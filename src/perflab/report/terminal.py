@@ -6,6 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perflab.doctor.finding import Finding, Report
+from perflab.report.console import safe_console
 
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "green"}
 
@@ -26,7 +27,7 @@ def _evidence(f: Finding, limit: int = 3, skip: set[str] | frozenset = frozenset
 
 
 def render_report(report: Report, console: Console | None = None, *, events: int = 2) -> None:
-    console = console or Console()
+    console = console or safe_console()
     src = report.source
     where = f"{src.get('path', '')}  [{src.get('kind', '')}; {src.get('device', '')}"
     if len(src.get("ranks", [])) > 1:
@@ -35,6 +36,8 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
+    for note in src.get("notes") or []:  # what the reader left out or could not find
+        console.print(Text("note: " + note, style="yellow"))
     if src.get("folder"):
         _render_folder(console, src["folder"])
     analyses = report.analyses or {}

@@ -90,13 +90,9 @@ def point(points: list[dict[str, float]], batch: int) -> dict[str, float]:
 
 def plot(result: dict[str, Any], path: Path, title: str = "") -> Path:
     """Latency and throughput vs batch size (log2 x), the knee marked; a PNG at `path`."""
-    try:
-        import matplotlib
+    from perflab.report.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PerflabError("drawing the sweep needs matplotlib: pip install matplotlib") from None
+    plt = pyplot()
     pts = sorted(result["points"], key=lambda p: p["batch"])
     k = knee(pts, result.get("knee_fraction", KNEE_FRACTION))
     b = [p["batch"] for p in pts]

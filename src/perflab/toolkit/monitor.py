@@ -264,15 +264,16 @@ class GPUMonitor:
         path.write_text(json.dumps(doc, indent=1))
         return path
 
-    def to_csv(self, path: str | Path) -> Path:
+    def to_csv(self, path: str | Path, *, force: bool = False) -> Path:
         import csv
 
-        path = Path(path)
-        with path.open("w", newline="") as fh:
+        from perflab.outputs import atomic_path
+
+        with atomic_path(path, force=force) as tmp, tmp.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=FIELDS)
             writer.writeheader()
             writer.writerows(self.records())
-        return path
+        return Path(path)
 
     def plot(self, path: str | Path) -> Path:
         """Power, utilization and clocks over time, one panel each (matplotlib, PNG/SVG/PDF by suffix)."""

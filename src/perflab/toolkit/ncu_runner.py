@@ -145,14 +145,19 @@ def _last_line(text: str) -> str:
 
 def profile(program: list[str], *, out_dir: Path, name: str | None = None, kernel: str | None = None,
             section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
-            extra_metrics: bool = True) -> NcuRun:
-    """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV."""
+            extra_metrics: bool = True, force: bool = False) -> NcuRun:
+    """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV. An existing
+    report or CSV of the same name is replaced only with force."""
+    from perflab.outputs import check_output
+
     if not program:
         raise PerflabError("nothing to profile: give the program after `--`, e.g. perflab ncu -- python script.py")
-    ncu = find_ncu()
-    out_dir.mkdir(parents=True, exist_ok=True)
     name = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(program[-1] if len(program) > 1 else program[0]).stem) or "profile"
     out_base = out_dir / name
+    for path in (out_base.with_suffix(".ncu-rep"), out_base.with_suffix(".csv")):
+        check_output(path, force=force, inputs=[a for a in program if Path(a).is_file()])
+    ncu = find_ncu()
+    out_dir.mkdir(parents=True, exist_ok=True)
     metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu)) if extra_metrics else []
     cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
                         launch_count=launch_count, launch_skip=launch_skip, metrics=metrics)

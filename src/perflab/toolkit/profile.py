@@ -186,6 +186,7 @@ def doctor_summary(path: str | Path, report: Any = None) -> str:
     except Exception as exc:  # the doctor is another layer: its failure must not lose the trace
         return f"doctor failed on {path}: {type(exc).__name__}: {exc}"
     lines = [f"doctor: {report.verdict}"]
+    lines += [f"  note: {n}" for n in report.source.get("notes") or []]  # what the reader left out
     for f in report.findings[:3]:
         lines.append(f"  {f.severity:<6} {f.id:<20} gain ~{f.gain_pct:.0f} %  {f.fix}")
     lines.append(f"  full report: perflab doctor {path}")
@@ -236,9 +237,13 @@ class ProfiledRun:
                 "nothing left to record; lower --warmup")
 
 
+TRACE_GLOBS = ("trace.json.gz", "rank*.trace.json.gz")
+
+
 def clear_traces(out: Path) -> None:
-    """Remove traces a previous run left in `out` (only perflab's names), so ranks never mix."""
-    for old in [*out.glob("trace.json.gz"), *out.glob("rank*.trace.json.gz")]:
+    """Remove traces a previous run left in `out` (only perflab's names), so ranks never mix. The CLI
+    asks for --force before it lets a run reuse a folder (perflab.outputs.check_folder)."""
+    for old in [p for pattern in TRACE_GLOBS for p in out.glob(pattern)]:
         old.unlink()
 
 

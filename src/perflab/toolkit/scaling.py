@@ -284,12 +284,11 @@ def _f(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def plot(result: dict, path: Path) -> Path:
+def plot(result: dict, path: Path, *, force: bool = False) -> Path:
     """Step time split into exposed communication and the rest, with efficiency on a second axis."""
-    import matplotlib
+    from perflab.report.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pts = [p for p in result["points"] if p.get("step_ms")]
     if not pts:
@@ -316,8 +315,4 @@ def plot(result: dict, path: Path) -> Path:
     env = result.get("environment", {})
     ax.set_title(f"{result['mode']} scaling on {env.get('gpu', result.get('device'))}", fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, force=force, dpi=110)

@@ -13,10 +13,11 @@ import msgspec
 import numpy as np
 
 from perflab.errors import UnreadableInput
+from perflab.trace import plausible
 from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
-from perflab.trace.model import GPU_WORK_KINDS, Trace
+from perflab.trace.model import GPU_WORK_KINDS, STEP_RE, USER_ANNOTATION, Trace
 from perflab.trace.sniff import open_binary
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
@@ -126,12 +127,17 @@ def _short(exc: Exception) -> str:
 
 def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> Trace:
     columns, flows = builder.finish()
-    ts, dur = columns["ts"], columns["dur"]
-    valid = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
-    dropped = int(valid.size - np.count_nonzero(valid))
+    steps = np.fromiter((bool(STEP_RE.search(n)) for n in builder.names.table()), bool)  # any era's category
+    annotation = (columns["kind"] == USER_ANNOTATION) | (steps[columns["name"]] if steps.size else False)
+    valid, reasons = plausible.screen(columns["ts"], columns["dur"], annotation)
+    implausible = plausible.summary(int(np.count_nonzero(valid)), reasons)
+    dropped = implausible["dropped"]
     first_row_kept = bool(builder.first_event_is_complete) and valid.size > 0 and bool(valid[0])
     if dropped:
         columns = {k: v[valid] for k, v in columns.items()}
+    refused = plausible.refusal(implausible)
+    if refused:
+        raise UnreadableInput(f"{path}: {refused}")
     if columns["ts"].size == 0:
         what = "no events" if builder.n_events == 0 else "no complete events with a time and duration"
         raise UnreadableInput(f"{path}: the trace has {what} (empty trace)")
@@ -140,6 +146,7 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
         ts_is_float=builder.ts_is_float,
         first_event_row=0 if first_row_kept else None,
         dropped_events=dropped,
+        implausible=implausible,
         n_events=builder.n_events,
         thread_names={-2 - i: name for i, name in enumerate(builder.thread_names.table())},
     )

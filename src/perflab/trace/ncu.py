@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import UnreadableInput
+from perflab.trace.ncu_coverage import is_missing, plausible
 from perflab.trace.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
 from perflab.trace.ncu_rules import rule_results
 
@@ -114,6 +115,7 @@ def _from_action(mod, action, index: int) -> KernelProfile:
         full = action.name()
     metrics: dict[str, Any] = {}
     units: dict[str, str] = {}
+    dropped: dict[str, str] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None:
@@ -122,12 +124,18 @@ def _from_action(mod, action, index: int) -> KernelProfile:
         if value is None:
             continue
         factor, unit = normalize_unit(m.unit() or "")
-        if isinstance(value, (int, float)) and factor != 1.0:
-            value = value * factor
+        if isinstance(value, (int, float)):
+            value = value * factor if factor != 1.0 else value
+            if is_missing(value):
+                continue
+            if not plausible(value, unit):
+                dropped[name] = str(value)[:40]
+                continue
         metrics[name] = value
         units[name] = unit
     return KernelProfile(index=index, name=short_name(action.name()), full_name=full, metrics=metrics,
-                         units=units, nvtx=_nvtx_from_action(action), rules=rule_results(action))
+                         units=units, nvtx=_nvtx_from_action(action), rules=rule_results(action),
+                         dropped=dropped)
 
 
 def _nvtx_from_action(action) -> list[str]:
@@ -211,9 +219,49 @@ def _load_rep_as_csv(path: Path, target: Path, no_module: bool) -> NcuProfile:
             return _load_csv(exported, shown=path)
         finally:
             exported.unlink(missing_ok=True)
-    why = "needs NVIDIA's ncu_report module" if no_module else "found an ncu_report module that fails here; use"
-    raise UnreadableInput(f"{path}: reading .ncu-rep {why} (pip install ncu-report) or its raw-page CSV "
-                          f"(ncu --import {path.name} --page raw --csv > {path.stem}.csv)")
+    csv_cmd = f"ncu --import {path.name} --page raw --csv > {path.stem}.csv"
+    if not no_module:
+        raise UnreadableInput(f"{path}: the ncu_report module found here fails to read it; give perflab its raw-page "
+                              f"CSV instead ({csv_cmd}, on a machine with Nsight Compute)")
+    if ncu_report_wheel(_this_platform()):
+        raise UnreadableInput(f"{path}: reading .ncu-rep needs NVIDIA's ncu_report module, which perflab's install "
+                              f"brings here: python3 -m pip install '{NCU_REPORT}'; or give its raw-page CSV ({csv_cmd})")
+    raise UnreadableInput(f"{path}: NVIDIA ships no ncu-report wheel for this platform ({_this_platform()['sys_platform']} "
+                          f"{_this_platform()['platform_machine']}): export its raw page on a machine with Nsight "
+                          f"Compute ({csv_cmd}) and give perflab the CSV, or set NCU_PYTHON_PATH to an Nsight Compute "
+                          "install's extras/python folder")
+
+
+# NVIDIA's ncu-report wheels (2026.3.1 on PyPI, cp37-abi3): manylinux_2_25 x86_64 and aarch64, win_amd64,
+# win_arm64, macosx_13_0 x86_64 and arm64 (macOS 13 = Darwin 22); no sdist. pyproject.toml's dependency
+# carries the same marker (tests/test_install_conventions.py holds them together).
+NCU_REPORT = "ncu-report>=2026.3.1"
+NCU_REPORT_MARKER = ("platform_python_implementation == 'CPython' and ("
+                     "(sys_platform == 'linux' and (platform_machine == 'x86_64' or platform_machine == 'aarch64')) or "
+                     "(sys_platform == 'win32' and (platform_machine == 'AMD64' or platform_machine == 'ARM64')) or "
+                     "(sys_platform == 'darwin' and platform_release >= '22'))")
+
+
+def _this_platform() -> dict[str, str]:
+    import platform
+
+    return {"platform_python_implementation": platform.python_implementation(), "sys_platform": sys.platform,
+            "platform_machine": platform.machine(), "platform_release": platform.release()}
+
+
+def ncu_report_wheel(env: dict[str, str]) -> bool:
+    """Whether NCU_REPORT_MARKER holds in `env` (the marker's variables): a wheel exists for it."""
+    if env["platform_python_implementation"] != "CPython":
+        return False
+    machine, system = env["platform_machine"], env["sys_platform"]
+    if system == "linux":
+        return machine in ("x86_64", "aarch64")
+    if system == "win32":
+        return machine in ("AMD64", "ARM64")
+    if system == "darwin":
+        major = env["platform_release"].split(".")[0]
+        return major.isdigit() and int(major) >= 22
+    return False
 
 
 def _csv_sibling(path: Path) -> Path | None:
@@ -261,6 +309,7 @@ def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
             continue
         metrics: dict[str, Any] = {}
         units: dict[str, str] = {}
+        dropped: dict[str, str] = {}
         nvtx: list[str] = []
         full = ""
         for col, unit, cell in zip(header, units_row, row):
@@ -275,10 +324,13 @@ def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
                     metrics[col] = cell
                 continue
             factor, base = normalize_unit(unit)
+            if not plausible(num * factor, base):
+                dropped[col] = cell.strip()[:40]
+                continue
             metrics[col] = num * factor
             units[col] = base
         kernels.append(KernelProfile(index=len(kernels), name=short_name(full), full_name=full,
-                                     metrics=metrics, units=units, nvtx=nvtx))
+                                     metrics=metrics, units=units, nvtx=nvtx, dropped=dropped))
     if not kernels:
         raise UnreadableInput(f"{path}: the CSV export holds no kernel rows")
     return NcuProfile(path=str(shown or path), source="csv", kernels=kernels)

@@ -53,7 +53,8 @@ def parse_number(text: str) -> float | None:
 def _triplet(value: Any) -> tuple[int, int, int] | None:
     if value is None:
         return None
-    nums = [int(float(x)) for x in re.findall(r"\d+(?:\.\d+)?", str(value).replace(",", ""))]
+    nums = [int(float(x)) for x in re.findall(r"\d+(?:\.\d+)?", str(value).replace(",", ""))
+            if float(x) < 2 ** 32]  # CUDA's limit on a grid dimension; more digits are garbage, not a launch
     if len(nums) == 3:
         return nums[0], nums[1], nums[2]
     if len(nums) == 1:
@@ -72,6 +73,7 @@ class KernelProfile:
     units: dict[str, str] = field(default_factory=dict)      # base unit per metric
     nvtx: list[str] = field(default_factory=list)            # NVTX ranges open at launch
     rules: list[dict[str, Any]] = field(default_factory=list)  # ncu's own guided-analysis results (ncu_rules.py)
+    dropped: dict[str, str] = field(default_factory=dict)    # metric -> raw value that cannot be a measurement
 
     def get(self, name: str, default: float | None = None) -> float | None:
         v = self.metrics.get(name)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import pickle
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,13 @@ from perflab.errors import UnreadableInput
 from perflab.trace.sniff import open_binary
 
 DEFAULT_POOL = (0, 0)
+# Bounds on what a snapshot file may unfold to (check_bounded): torch writes ~6 levels; a pickle's tree
+# holds a few objects per byte (shared frame dicts included); measuring takes well under a second.
+MAX_DEPTH = 64
+NODES_PER_BYTE = 64
+MIN_NODES = 1_000_000
+MIN_SECONDS = 20.0
+BYTES_PER_SECOND = 5e6  # measuring runs at ~30 MB/s of JSON here
 # The block states the CUDA caching allocator reports.
 ACTIVE_ALLOCATED, ACTIVE_PENDING_FREE, INACTIVE = "active_allocated", "active_pending_free", "inactive"
 
@@ -142,12 +151,54 @@ def read_raw(path: str | Path) -> dict[str, Any]:
     else:
         try:
             raw = json.loads(data.decode("utf-8-sig"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise UnreadableInput(f"{path}: neither a snapshot pickle nor JSON ({exc})") from None
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise UnreadableInput(f"{path}: neither a snapshot pickle nor JSON ({type(exc).__name__}: "
+                                  f"{str(exc)[:120]})") from None
+    check_bounded(raw, len(data), path)
     if not isinstance(raw, dict) or "segments" not in raw:
         raise UnreadableInput(f"{path}: not a memory snapshot (no 'segments'; write one with "
                               "torch.cuda.memory._dump_snapshot)")
     return raw
+
+
+def check_bounded(value: Any, size: int, path: str | Path = "<bytes>") -> None:
+    """Refuse data whose tree (what JSON would write, and what every reader walks) is too deep, refers to
+    itself, or is far larger than its file: a pickle's memo lets a few hundred bytes name the same list
+    twice at every level, 2**60 lists once written out. Measured over the shared structure itself (each
+    container once), so the refusal is quick however large the expansion would be."""
+    budget = max(MIN_NODES, NODES_PER_BYTE * size)
+    seconds = MIN_SECONDS + size / BYTES_PER_SECOND  # a large honest snapshot takes a while; a bomb is small
+    deadline = time.monotonic() + seconds
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def refuse(why: str) -> UnreadableInput:
+        return UnreadableInput(f"{path}: refused: {why}; a memory snapshot is a few levels of plain data "
+                               "(nothing was built from this file)")
+
+    def measure(obj: Any, depth: int) -> int:
+        if not isinstance(obj, (dict, list, tuple)):
+            return 1
+        key = id(obj)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise refuse("the data refers to itself")
+        if depth > MAX_DEPTH:
+            raise refuse(f"nested deeper than {MAX_DEPTH} levels")
+        if len(sizes) % 4096 == 0 and time.monotonic() > deadline:
+            raise refuse(f"still not measured after {seconds:.0f} s")
+        active.add(key)
+        total = 1
+        for child in itertools.chain.from_iterable(obj.items()) if isinstance(obj, dict) else obj:
+            total += measure(child, depth + 1)
+            if total > budget:
+                raise refuse(f"its data would expand to more than {budget:,} objects from {size:,} bytes")
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    measure(value, 0)
 
 
 def loads_pickle(data: bytes, path: str | Path = "<bytes>") -> Any:
@@ -217,14 +268,13 @@ def to_json(raw: dict[str, Any]) -> str:
     return json.dumps(ordered, separators=(",", ":"))
 
 
-def convert(src: str | Path, dest: str | Path) -> Path:
-    """Snapshot pickle (or JSON) -> JSON; gzipped when dest ends in .gz."""
-    raw = read_raw(src)
-    text = to_json(raw).encode("utf-8")
-    dest = Path(dest)
-    if dest.name.endswith(".gz"):
-        with gzip.open(dest, "wb", compresslevel=9) as fh:
-            fh.write(text)
-    else:
-        dest.write_bytes(text)
-    return dest
+def convert(src: str | Path, dest: str | Path, *, force: bool = False) -> Path:
+    """Snapshot pickle (or JSON) -> JSON; gzipped when dest ends in .gz. Never over src; over another
+    existing file only with force."""
+    from perflab.outputs import check_output, write_output
+
+    check_output(dest, force=force, inputs=[src])
+    text = to_json(read_raw(src)).encode("utf-8")
+    if Path(dest).name.endswith(".gz"):
+        text = gzip.compress(text, compresslevel=9, mtime=0)
+    return write_output(dest, text, force=force, inputs=[src])

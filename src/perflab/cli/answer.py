@@ -1,0 +1,153 @@
+"""perflab answer ID: the diagnosis questions, graded against values computed from the recorded evidence.
+
+A wrong answer says where to look (the evidence's source and the names of the numbers that decide it,
+never their values) and lets the learner try again; `--reveal KEY` shows the value and its evidence,
+and progress records that it was revealed.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from perflab.cli.common import console as make_console
+from perflab.cli.common import fail
+from perflab.errors import PerflabError
+from perflab.puzzles import catalog, progress, questions, replay
+from perflab.puzzles.spec import Puzzle
+from perflab.report import summary as render
+
+ALL = "all"
+
+
+def _parse_answers(p: Puzzle, pairs: List[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise PerflabError(f"--answer {pair!r} must be KEY=VALUE (keys: {', '.join(p.question_keys)})")
+        questions.normalize(p.find_question(key.strip()), value)  # unknown key or bad value: exit 2 before grading
+        out[key.strip()] = value
+    return out
+
+
+def _reveal_keys(p: Puzzle, keys: List[str]) -> list[str]:
+    if ALL in keys:
+        return list(p.question_keys)
+    for key in keys:
+        p.find_question(key)  # an unknown key: exit 2
+    return [k for k in p.question_keys if k in keys]
+
+
+def _ask(console: Console, q: Any, again: bool, started: bool) -> str | None:
+    """The learner's answer; '' when they skip (Enter), None at the end of input once answering started."""
+    from rich.prompt import Prompt
+
+    prompt = Text.assemble((q.key, "bold"), f": {q.prompt}", " (again, or Enter to skip)" if again else "")
+    try:
+        return Prompt.ask(prompt, choices=list(q.choices) or None, console=console, default="",
+                          show_default=False, show_choices=bool(q.choices))
+    except EOFError:
+        if again or started:
+            return None
+        raise PerflabError("no answer on stdin: give answers with --answer KEY=VALUE") from None
+
+
+def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
+               answer: Optional[List[str]] = typer.Option(None, "--answer", "-a",
+                                                          help="KEY=VALUE (repeatable); without it, asks"),
+               reveal: Optional[List[str]] = typer.Option(None, "--reveal", metavar="KEY",
+                                                          help="show the computed value of KEY (repeatable, or "
+                                                               "'all'); progress records it as revealed")) -> None:
+    """Answer the diagnosis questions; graded against values computed from the recorded evidence."""
+    p = catalog.get(puzzle_id)
+    if not p.questions:
+        raise PerflabError(f"{p.id} has no diagnosis questions")
+    given = _parse_answers(p, answer or [])
+    shown = _reveal_keys(p, reveal or [])
+    ev = replay.recording(p)
+    console = make_console()
+    right, asked = 0, 0
+    if given or not shown:
+        right, asked = (_grade_given if given else _ask_each)(console, p, ev, given)
+        console.print(f"{right}/{asked} right (graded against the recording made on "
+                      f"{ev.manifest().get('gpu') or 'the recording GPU'})")
+    for key in shown:
+        _reveal(console, p, ev, key)
+    if right < asked:
+        fail(1)
+
+
+def _grade_given(console: Console, p: Puzzle, ev: Any, given: dict[str, str]) -> tuple[int, int]:
+    grades = [questions.grade(q, given[q.key], questions.compute(q, ev)) for q in p.questions if q.key in given]
+    _record(p, grades)
+    for g in grades:
+        _render_grade(console, p, g, interactive=False)
+    return sum(g.correct for g in grades), len(grades)
+
+
+def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> tuple[int, int]:
+    right, started = 0, False
+    for q in p.questions:
+        computed = questions.compute(q, ev)
+        again = False
+        while True:
+            raw = _ask(console, q, again, started)
+            started = True
+            if not raw:  # skipped, or no more input
+                console.print(f"  skipped; `perflab answer {p.id} --reveal {q.key}` shows the value", style="dim")
+                break
+            try:
+                g = questions.grade(q, raw, computed)
+            except PerflabError as exc:
+                console.print(str(exc), style="red")
+                continue
+            _record(p, [g])
+            _render_grade(console, p, g, interactive=True)
+            if g.correct:
+                right += 1
+                break
+            again = True
+        if raw is None:
+            break
+    return right, len(p.questions)
+
+
+def _record(p: Puzzle, grades: list) -> None:
+    with progress.ProgressDB() as db:
+        for g in grades:
+            db.add_event(p.id, "answer", g.key, g.given, g.correct)
+
+
+def _render_grade(console: Console, p: Puzzle, g: questions.Grade, *, interactive: bool) -> None:
+    if g.correct:
+        expected = render.short(render.fmt_num(g.expected))
+        console.print(Text.assemble(("✓ ", "green"), f"{g.key}: {g.given}  (computed: {expected} from "
+                                                      f"{g.computed.source})"))
+        return
+    console.print(Text.assemble(("✗ ", "red"), f"{g.key}: {g.given} is not what the evidence says"))
+    for line in where_to_look(p, g):
+        console.print(Text("  " + line), soft_wrap=True)
+    if not interactive:  # commands to copy: never broken across lines
+        console.print(Text(f"  try again: perflab answer {p.id} -a {g.key}=VALUE · a hint: perflab hint {p.id} · "
+                           f"the value: perflab answer {p.id} --reveal {g.key}", style="dim"), soft_wrap=True)
+
+
+def where_to_look(p: Puzzle, g: questions.Grade) -> list[str]:
+    """Where the deciding numbers are and what they are called; never their values."""
+    lines = [f"look at {g.computed.source}: {', '.join(g.computed.evidence)}"]
+    if g.note:
+        lines.append(g.note)
+    if p.look_at.strip():
+        lines.append(f"how: {' '.join(p.look_at.split())}")
+    return lines
+
+
+def _reveal(console: Console, p: Puzzle, ev: Any, key: str) -> None:
+    computed = questions.compute(p.find_question(key), ev)
+    with progress.ProgressDB() as db:
+        db.add_event(p.id, "reveal", key)
+    console.print(Text.assemble(("revealed ", "yellow"), f"{key}: {render.short(render.fmt_num(computed.value))}"))
+    console.print(render.evidence_table(computed.evidence, computed.source))
