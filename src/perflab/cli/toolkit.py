@@ -88,7 +88,7 @@ def profile(
     _remember(found, out, report)
     console = safe_console(highlight=False, soft_wrap=True)
     console.print(lib.doctor_summary(traces, report=report))
-    console.print(f"perflab: this run is run:1 in the history (`perflab diff run:2 run:1` compares it with the one "
+    console.print("perflab: this run is run:1 in the history (`perflab diff run:2 run:1` compares it with the one "
                   "before)")
     if html is None or report is None:
         return

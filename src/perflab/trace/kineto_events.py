@@ -9,7 +9,6 @@ coerces field by field.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from itertools import compress, count
 from operator import attrgetter
@@ -184,7 +183,8 @@ class ColumnBuilder:
 
     def _note_ts(self, ts: np.ndarray) -> None:
         if not self.ts_is_float:  # fractional (or missing) timestamps: HTA then rounds every event
-            self.ts_is_float = bool((ts % 1 != 0).any() | np.isnan(ts).any())
+            with np.errstate(invalid="ignore"):  # inf % 1 is NaN, which counts as not whole anyway
+                self.ts_is_float = bool((ts % 1 != 0).any() | np.isnan(ts).any())
 
     def _add_complete(self, ev: list[Event]) -> None:
         n = len(ev)
