@@ -70,11 +70,14 @@ def timed(torch, fn, make_inputs, reps=50, warmup=10):
 
 
 def profiled(torch, fn, make_inputs, path: Path, steps=5):
-    from torch.profiler import ProfilerActivity, profile, schedule
+    """`steps` ProfilerSteps after two unprofiled warm-up calls, as a user profiles a steady state."""
+    from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=0, warmup=2, active=steps)) as prof:
-        for _ in range(steps + 2):
+    for _ in range(2):
+        fn(*make_inputs())
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        for _ in range(steps):
             fn(*make_inputs())
             torch.cuda.synchronize()
             prof.step()
