@@ -70,19 +70,17 @@ def timed(torch, fn, make_inputs, reps=50, warmup=10):
 
 
 def profiled(torch, fn, make_inputs, path: Path, steps=5):
-    """`steps` ProfilerSteps after two unprofiled warm-up calls, as a user profiles a steady state."""
-    from torch.profiler import ProfilerActivity, profile
+    """`steps` ProfilerSteps after warm-up, as a user profiles a decode loop's steady state (no sync per step)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
 
-    for _ in range(2):
-        fn(*make_inputs())
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-        for _ in range(steps):
-            fn(*make_inputs())
-            torch.cuda.synchronize()
-            prof.step()
     raw = path.with_suffix("")  # NAME.trace.json
-    prof.export_chrome_trace(str(raw))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=2, active=steps),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+        for _ in range(steps + 2):
+            fn(*make_inputs())
+            prof.step()
+    torch.cuda.synchronize()
     with open(raw, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     raw.unlink()

@@ -20,6 +20,8 @@ from perflab.trace.model import Trace
 
 CHAINABLE = ("elementwise", "cast", "copy", "softmax", "norm")
 MIN_CHAIN_NUMEL = 1 << 16      # below this a chain is launch-bound, not byte-bound: the launch rules see it
+SAVES = 0.75                   # a chain counts when one fused kernel would move at most this share of its bytes
+SIDE_WORK = 8                  # an op over 1/8 of the chain's elements or fewer is side work (a mask), skipped
 
 
 @dataclass
@@ -55,6 +57,16 @@ def _calls(work: OpWork, trace: Trace, stream: int) -> list[tuple[int, int, floa
     return out
 
 
+def _follows(g: OpGroup, numel: int) -> bool:
+    """Does this call continue a chain over `numel` elements: a chainable op over that many elements, or a
+    device copy (no shapes) of that many elements at a width of 1 to 8 bytes."""
+    if g.family not in CHAINABLE:
+        return False
+    if g.dims:
+        return g.largest_numel == numel
+    return g.call_out_bytes in {numel * w for w in (1, 2, 4, 8)}
+
+
 def _chain(groups: list[OpGroup], run: list[tuple[int, int, float]]) -> Chain:
     gs = [groups[c[0]] for c in run]
     total = sum(g.call_bytes for g in gs)
@@ -77,11 +89,14 @@ def fusable_chains(trace: Trace, work: OpWork, min_length: int = 2) -> list[Chai
             if g.family not in CHAINABLE or g.largest_numel < MIN_CHAIN_NUMEL:
                 i += 1
                 continue
-            j = i + 1
-            while j < len(calls) and groups[calls[j][0]].family in CHAINABLE and \
-                    groups[calls[j][0]].largest_numel == g.largest_numel and calls[j][3] == calls[i][3]:
+            j, run = i + 1, [calls[i]]
+            while j < len(calls) and calls[j][3] == calls[i][3]:
+                nxt = groups[calls[j][0]]
+                if _follows(nxt, g.largest_numel):
+                    run.append(calls[j])
+                elif not (nxt.family in CHAINABLE and 0 < nxt.largest_numel * SIDE_WORK <= g.largest_numel):
+                    break
                 j += 1
-            run = calls[i:j]
             before = groups[calls[i - 1][0]] if i > 0 and calls[i - 1][3] == calls[i][3] else None
             after = groups[calls[j][0]] if j < len(calls) and calls[j][3] == calls[i][3] else None
             # scores = q @ k^T, a chain with a softmax over them, then probs @ v: attention written out
@@ -102,7 +117,9 @@ def fusable_chains(trace: Trace, work: OpWork, min_length: int = 2) -> list[Chai
                 c.rows = [mm1[1]] + c.rows + [mm2[1]]
                 out.append(c)
             elif len(run) >= min_length:
-                out.append(_chain(groups, run))
+                c = _chain(groups, run)
+                if c.fused_bytes <= SAVES * c.bytes:   # independent ops of one size (three randn) fuse into nothing
+                    out.append(c)
             i = j
     return out
 

@@ -223,11 +223,11 @@ def _copy_group(trace: Trace, r: int, groups: dict, unmodelled: dict) -> None:
         _unmodelled(unmodelled, "no_bytes", name, us, 1)
         return
     moved = nbytes * (2.0 if trace.kind[r] == MEMCPY else 1.0)
-    key = (name, -1, -1, -1, "memory")
+    key = (name, -1, -1, nbytes, "memory")   # one group per copy size: a chain follows copies by their bytes
     g = groups.get(key)
     if g is None:
         g = groups[key] = OpGroup(name=name, dims="", dtypes="", concrete="", family="copy", path="memory",
-                                  first_kernel_row=r)
+                                  first_kernel_row=r, call_bytes=moved, call_out_bytes=nbytes)
     g.calls += 1
     g.kernels += 1
     g.time_us += us

@@ -106,7 +106,7 @@ def speed_of_light(work: OpWork, c: DeviceCeilings, *, steps: int = 1, step_us: 
         "families": dict(sorted(families.items(), key=lambda kv: -kv[1]["time_us"])),
         "ops": ops,
         "unmodelled": {k: {"us": v["us"] / steps, "kernels": v["kernels"] / steps,
-                           "names": {n: us / steps for n, us in v["names"].items()}}
+                           "names": {n[:160]: us / steps for n, us in v["names"].items()}}
                        for k, v in work.unmodelled.items()},
         "over_roof": over,
         "shapes_recorded": work.shapes_recorded,

@@ -35,7 +35,8 @@ CASTS = frozenset(("_to_copy", "to", "type_as", "_autocast_to_reduced_precision"
 COPIES = frozenset(("copy_", "clone", "contiguous", "cat", "_cat", "stack", "fill_", "zero_", "zeros_like",
                     "ones_like", "full_like", "index_copy_", "_copy_from", "_copy_from_and_resize", "repeat",
                     "constant_pad_nd", "pad", "flip", "roll", "expand_copy", "narrow_copy", "slice_scatter",
-                    "select_scatter", "masked_scatter", "repeat_interleave", "tile", "linspace", "arange"))
+                    "select_scatter", "masked_scatter", "repeat_interleave", "tile", "linspace", "arange",
+                    "normal_", "uniform_", "random_", "bernoulli_", "exponential_", "randn", "rand", "randint"))
 REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "norm",
                         "linalg_vector_norm", "var", "std", "var_mean", "std_mean", "all", "any", "logsumexp",
                         "cumsum", "cumprod", "topk", "sort", "argsort", "nonzero", "unique", "_unique2", "count_nonzero",
@@ -102,7 +103,8 @@ def cast(op: str, a: OpArgs) -> Work | None:
 
 def copy(op: str, a: OpArgs) -> Work | None:
     ts = [t for t in a.tensors() if t is not None]
-    if op in ("fill_", "zero_", "zeros_like", "ones_like", "full_like", "linspace", "arange"):
+    if op in ("fill_", "zero_", "zeros_like", "ones_like", "full_like", "linspace", "arange", "normal_", "uniform_",
+              "random_", "bernoulli_", "exponential_"):   # written, nothing read
         return Work("copy", 0.0, ts[0].nbytes) if ts else None
     if not ts:
         return None

@@ -105,7 +105,7 @@ class Context:
         """Speed of light per op, family and step (analysis/speed_of_light.py); times per step."""
         from perflab.analysis.speed_of_light import speed_of_light
 
-        return speed_of_light(self.op_work, self.ceilings, steps=self.n_steps, step_us=self.window_us / self.n_steps)
+        return speed_of_light(self.op_work, self.ceilings, steps=self.n_steps, step_us=self.step_ms * 1e3)
 
     @cached_property
     def fusable(self) -> list:

@@ -16,6 +16,7 @@ from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.report import svg
+from perflab.report.sol_view import sol_context
 
 TEMPLATES = Path(__file__).with_name("templates")
 SEVERITY_CLASS = {"high": "sev-high", "medium": "sev-medium", "low": "sev-low", "info": "sev-info"}
@@ -107,6 +108,7 @@ def _kineto_charts(report: Any) -> dict[str, Any]:
         "top_kernels": [{"name": k["name"], "type": k["type"], "count": k["count"], "total_us": k["total_us"],
                          "mean_us": k["mean_us"], "pct": k["pct"]} for k in kernels.get("by_name") or []],
         "streams": len(timeline.get("lanes") or []),
+        "sol": sol_context(a.get("speed_of_light")),
     }
 
 

@@ -245,3 +245,50 @@ def xy_lines(x: Sequence[float], series: Sequence[tuple[str, Sequence[float]]], 
                     f"fill='{color}'/><text x='{left + pw + 24}' y='{top + 14 + 16 * k}' {FONT}>"
                     f"{escape(name[:20])}</text>")
     return _svg(width, height, "".join(body), label, "chart xy")
+
+
+def roofline(points: Sequence[tuple[str, float, float, float]], dram_bps: float, roofs: Sequence[tuple[str, float]], *,
+             width: int = 680, height: int = 300, label: str = "ops on the roofline") -> str:
+    """Log-log roofline: each (name, FLOP/byte, achieved FLOP/s, time share 0..1) as a dot sized by its share,
+    under the DRAM slope and one flat roof per (name, FLOP/s)."""
+    pts = [(n, x, y, s) for n, x, y, s in points if x > 0 and y > 0]
+    if not pts or dram_bps <= 0 or not roofs:
+        return _svg(width, 40, f"<text x='8' y='24' {FONT}>no op with FLOPs and bytes to place</text>", label, "chart roof")
+    left, right, top, bottom = 64, 130, 12, 32
+    pw, ph = width - left - right, height - top - bottom
+    top_roof = max(v for _, v in roofs)
+    x_lo = 10 ** math.floor(math.log10(min(x for _, x, _, _ in pts) / 2))
+    x_hi = 10 ** math.ceil(math.log10(max(max(x for _, x, _, _ in pts) * 2, 2 * top_roof / dram_bps)))
+    y_hi = 10 ** math.ceil(math.log10(top_roof * 1.5))
+    y_lo = 10 ** math.floor(math.log10(min(min(y for _, _, y, _ in pts) / 2, dram_bps * x_lo)))
+
+    def px(v: float) -> float:
+        return left + pw * (math.log10(v) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo))
+
+    def py(v: float) -> float:
+        v = min(max(v, y_lo), y_hi)
+        return top + ph - ph * (math.log10(v) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
+
+    body = [f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ddd'/>"]
+    for e in range(int(math.log10(y_lo)), int(math.log10(y_hi)) + 1, 2):
+        body.append(f"<text x='{left - 4}' y='{_num(py(10 ** e) + 4)}' text-anchor='end' {FONT}>"
+                    f"{escape(fmt(10 ** e / 1e12, 'T'))}</text>")
+    for e in range(int(math.log10(x_lo)), int(math.log10(x_hi)) + 1):
+        body.append(f"<text x='{_num(px(10 ** e))}' y='{top + ph + 14}' text-anchor='middle' {FONT}>"
+                    f"{escape(fmt(10 ** e))}</text>")
+    body.append(f"<text x='{left + pw / 2}' y='{height - 2}' text-anchor='middle' {FONT}>FLOP per byte</text>"
+                f"<text x='12' y='{top + ph / 2}' transform='rotate(-90 12 {top + ph / 2})' text-anchor='middle' "
+                f"{FONT}>FLOP/s</text>")
+    for k, (name, flops) in enumerate(sorted(roofs, key=lambda r: -r[1])):
+        ridge = flops / dram_bps
+        body.append(f"<polyline points='{_num(px(x_lo))},{_num(py(dram_bps * x_lo))} {_num(px(ridge))},{_num(py(flops))} "
+                    f"{_num(px(x_hi))},{_num(py(flops))}' fill='none' stroke='#555' stroke-dasharray='{0 if k == 0 else 4}'>"
+                    f"<title>{escape(name)}: {escape(fmt(flops / 1e12, 'TFLOP/s'))}</title></polyline>"
+                    f"<text x='{left + pw + 4}' y='{_num(py(flops) + 4)}' {FONT}>{escape(name[:18])}</text>")
+    for i, (name, x, y, share) in enumerate(pts):
+        r = 3 + 9 * math.sqrt(max(share, 0.0))
+        body.append(f"<circle cx='{_num(px(x))}' cy='{_num(py(y))}' r='{_num(r)}' fill='{PALETTE[i % len(PALETTE)]}' "
+                    f"fill-opacity='0.7'><title>{escape(name)}: {escape(fmt(x))} FLOP/B, "
+                    f"{escape(fmt(y / 1e12, 'TFLOP/s'))}, {escape(fmt(100 * share, '%'))} of the modelled time"
+                    "</title></circle>")
+    return _svg(width, height, "".join(body), label, "chart roof")

@@ -63,6 +63,10 @@ def render_report(report: Report, console: Console | None = None, *, events: int
             f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, GPU busy {summary['gpu_busy_pct']:.1f}%, "
             f"{summary['kernels_per_step']:.0f} kernels/step (mean {summary['mean_kernel_us']:.1f} µs), "
             f"{summary['syncs']['per_step']:.1f} syncs/step", style="dim"))
+    if summary and not split:
+        from perflab.report.sol_view import render_sol
+
+        render_sol(console, analyses.get("speed_of_light"))
     multi = analyses.get("multigpu")
     if multi and multi.get("per_rank"):
         _render_ranks(console, multi)

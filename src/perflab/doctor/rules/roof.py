@@ -70,7 +70,9 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
     mms = [i for i, g in enumerate(groups) if g.family == "matmul" and not g.weight_narrow and g.weight_numel in widths]
     if not casts or not mms:
         return []
-    scales = [i for i, g in enumerate(groups) if g.family == "elementwise" and g.largest_numel in widths]
+    # the passes over the widened weight: scaling, and further casts (fp8 -> fp32 -> x scale -> bf16)
+    scales = [i for i, g in enumerate(groups) if i not in casts and (
+        (g.family == "elementwise" and g.largest_numel in widths) or (g.family == "cast" and g.weight_numel in widths))]
     ops = casts + scales + mms
     today = sum(groups[i].time_us for i in ops)
     fused = 0.0
@@ -86,7 +88,7 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
     gap = today - fused / ATTAINABLE
     used.update(ops)
     narrow_width = min(widths.values())
-    step_ms = ctx.window_us / ctx.n_steps / 1e3
+    step_ms = ctx.step_ms
     return _finding(
         "dequant-overhead", ctx.share(max(gap, 0.0)),
         f"Every step {weights / ctx.n_steps / 1e6:,.0f} M weight elements stored at {narrow_width:g} byte(s) are widened "
