@@ -26,7 +26,7 @@ def test_rank_orders_by_severity_then_gain_then_level():
 def test_report_json_has_schema():
     rep = Report(source={"kind": "kineto"}, verdict="v", findings=[make("healthy", "info", 0)])
     d = rep.to_dict()
-    assert d["schema"] == "perflab.doctor/1" and d["findings"][0]["id"] == "healthy"
+    assert d["schema"] == "perflab.doctor/2" and d["findings"][0]["id"] == "healthy"
 
 
 def test_every_taxonomy_id_is_known_with_its_level():

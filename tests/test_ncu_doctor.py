@@ -45,7 +45,7 @@ def test_findings_are_ranked_and_json_is_versioned():
     keys = [(SEVERITY_ORDER[f.severity], -f.gain_pct) for f in report.findings]
     assert keys == sorted(keys)
     d = json.loads(json.dumps(report.to_dict(), default=str))
-    assert d["schema"] == "perflab.doctor/1" and d["source"]["kind"] == "ncu"
+    assert d["schema"] == "perflab.doctor/2" and d["source"]["kind"] == "ncu"
     assert d["analyses"]["kernels"][0]["roofline"]["bound"] in ("memory", "compute")
 
 

@@ -45,7 +45,7 @@ def test_perflab_ncu_profiles_a_torch_script_and_diagnoses_it(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
-    assert report["schema"] == "perflab.doctor/1" and report["source"]["kind"] == "ncu"
+    assert report["schema"] == "perflab.doctor/2" and report["source"]["kind"] == "ncu"
     assert report["findings"] and report["source"]["kernels"] == 1
     reps = list(out.glob("*.ncu-rep"))
     assert reps and reps[0].with_suffix(".csv").exists()

@@ -13,7 +13,7 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, "
                                               "Nsight Compute report or memory snapshot; or run:N, the N-th "
                                               "latest run in the run history (perflab profile, perflab run)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/1)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/2)."),
         rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
         step: Optional[int] = typer.Option(None, "--step", help="Only ProfilerStep#N."),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),

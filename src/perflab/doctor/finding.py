@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = "perflab.doctor/1"
+SCHEMA = "perflab.doctor/2"
 
 LEVELS = ("system", "multi-GPU", "memory", "kernel", "any")
 # Coarse before fine: the top-down order of TAXONOMY.md.

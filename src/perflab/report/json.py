@@ -1,4 +1,4 @@
-"""The doctor's JSON output (schema perflab.doctor/1, see DESIGN.md)."""
+"""The doctor's JSON output (schema perflab.doctor/2, see DESIGN.md)."""
 from __future__ import annotations
 
 import math
