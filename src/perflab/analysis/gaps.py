@@ -17,6 +17,8 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   with no launch at all).
 - queued: the next kernel was already queued and the gap is only the device's own start-up
   latency between kernels (< 30 µs, HTA's "kernel wait"): a cost of tiny kernels, not of the host.
+- host/launch also: the call that issues the next op started before the gap and was still running for
+  most of it: the host is slow inside that call (a long one is host work, a short one launching).
 - other: queued work that still did not start (waiting on another stream, event or rank), or the
   host inside torch.profiler's own frames (prof.step(): the measurement, not the workload).
 """
@@ -137,6 +139,11 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     cause[queued & (length < KERNEL_WAIT_US)] = QUEUED
     cause[host_wait] = LAUNCH
     cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
+    # The call that issues the next op began before the gap and was still running through most of it (a
+    # first cudaMemset initializing the driver, a launch loading its module): the GPU waits for the host.
+    launch_end = np.where(launch >= 0, trace.end[np.maximum(launch, 0)], -np.inf)
+    in_call = queued & (launch_end >= gs + MAJORITY * length) & (length >= KERNEL_WAIT_US)
+    cause[in_call] = np.where(length[in_call] > LAUNCH_GAP_MAX_US, HOST, LAUNCH)
     quiet = _quiet_host(trace, gs, np.where(host_wait, launch_ts, ge),
                         np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace)))
     # A short wait for a launch filled with µs-long ops that launch nothing (views, reshapes, Python

@@ -16,8 +16,17 @@ MAJORITY = 0.5
 
 
 def _cpu_rows(trace: Trace) -> np.ndarray:
+    """Host rows that are work of their own. A trace with no operator rows (Nsight Systems on a CUDA
+    program) records the host only through its CUDA calls: there the calls that neither synchronize nor
+    copy (those are waits, analysis.gaps) are the host's recorded work (cudaMalloc, module loading, ...)."""
     def compute() -> np.ndarray:
         host = np.isin(trace.kind, (CPU_OP, PYTHON, USER_ANNOTATION))
+        if trace.meta.get("host_ops_from_runtime"):
+            from perflab.analysis.syncs import sync_rows
+
+            calls = (trace.kind == RUNTIME) & ~trace.name_table_mask(lambda n: _MEMCPY_CALL.match(n) is not None)
+            calls[sync_rows(trace)] = False
+            host |= calls
         not_step = ~trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
         return np.flatnonzero(host & not_step & (trace.dur > 0))
     return trace.cached("host_cpu_rows", compute)
