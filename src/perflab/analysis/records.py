@@ -54,3 +54,18 @@ def records_end(trace: Trace) -> float:
     """Where the recorded GPU side ends: the start of an unrecorded tail of launches, else +inf."""
     start = launch_records(trace)["tail_start_us"]
     return np.inf if start is None else start
+
+
+def record_notes(trace: Trace) -> list[str]:
+    """What the reader should know about the completeness of the GPU records, in one sentence each."""
+    notes = []
+    rec = launch_records(trace)
+    origin = float(trace.ts.min()) if len(trace) else 0.0
+    if rec["tail_start_us"] is not None:
+        notes.append(f"{rec['tail']:,} of {rec['launches']:,} kernel launches, all from "
+                     f"{(rec['tail_start_us'] - origin) / 1e3:,.1f} ms on, have no kernel record (the profiler stopped "
+                     "before reading them): the analysis ends there")
+    rest = rec["unrecorded"] - rec["tail"]
+    if rest > 0 and rest >= 0.01 * max(rec["launches"], 1):
+        notes.append(f"{rest:,} kernel launches have no kernel record: GPU busy time is a lower bound")
+    return notes

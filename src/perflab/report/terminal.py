@@ -24,13 +24,18 @@ def _evidence(f: Finding, limit: int = 3) -> str:
 def render_report(report: Report, console: Console | None = None, *, events: int = 2) -> None:
     console = console or Console()
     src = report.source
-    where = f"{src.get('path', '')}  [{src.get('kind', '')}; {src.get('device', '')}"
+    kind = src.get("kind", "")
+    if (src.get("capture") or {}).get("nsys_version"):
+        kind += f" {src['capture']['nsys_version']}"
+    where = f"{src.get('path', '')}  [{kind}; {src.get('device', '')}"
     if len(src.get("ranks", [])) > 1:
         where += f"; rank {src.get('rank')} of ranks {src.get('ranks')}"
     console.print(Text(where + "]", style="dim"))
     console.print(Text(report.verdict, style="bold"))
     if (src.get("window") or {}).get("note"):
         console.print(Text("note: " + src["window"]["note"], style="yellow"))
+    for note in src.get("notes") or []:
+        console.print(Text("note: " + note, style="yellow"))
     summary = report.analyses.get("summary") if report.analyses else None
     split = report.analyses.get("cpu_time_split") if report.analyses else None
     if summary and split:  # a CPU-only trace: where the step thread's time goes, not GPU numbers

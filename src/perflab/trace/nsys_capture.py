@@ -82,8 +82,8 @@ def diagnostics(conn: sqlite3.Connection, schema: Schema) -> dict:
             key = (level, text)
             counts[key] += 1
             first_ts.setdefault(key, (_int(when) or 0) / 1e3)
-    messages = [{"severity": lvl, "text": txt, "count": n, "first_us": first_ts[(lvl, txt)]}
-                for (lvl, txt), n in counts.items()]
+    messages = [{"severity": lvl, "text": txt, "count": n, "first_us": first_ts[(lvl, txt)],
+                 "dropped": bool(_DROPPED.search(txt))} for (lvl, txt), n in counts.items()]
     return {"table": True, "messages": messages, "dropped_events": dropped, "incomplete": incomplete,
             "collected": collected}
 
@@ -161,9 +161,9 @@ def why_no_gpu_work(capture: dict, api_calls: Counter, launches: int) -> str:
     if launches == 0:
         cut = ""
         if duration:
-            cut = f" The capture ran {duration / 1e3:g} s (--duration) and "
-            cut += ("nsys warns that events may be missing" if diag.get("incomplete") else "stopped there")
-            cut += ": it was most likely cut short before the program's GPU work began."
+            cut = f" The capture stopped after {duration / 1e3:g} s"
+            cut += (" and nsys warns that CUDA events may be missing" if diag.get("incomplete") else "")
+            cut += ": it most likely ended before the program's GPU work began."
         elif diag.get("incomplete"):
             cut = " nsys warns that CUDA events may be missing: the capture was most likely cut short."
         return (f"the program made {calls} CUDA API call(s) ({top}) but launched no kernel, copy or memset in the "

@@ -9,6 +9,8 @@ order (rank is a stable sort).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from perflab.doctor.context import Context
 from perflab.doctor.finding import EventRef, Finding
 from perflab.doctor.registry import rule
@@ -82,7 +84,8 @@ def host_compute(ctx: Context) -> list[Finding]:
 
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
-    top, warmup, stray, fix_first = "", None, None, ""
+    top, warmup, stray, fix_first, once = "", None, None, "", False
+    nsys = ctx.trace.meta.get("source") == "nsys"
     if ops:
         o = ops[0]
         share = min(100.0, 100.0 * o["overlap_us"] / max(ctx.gaps.by_cause.get("host", 0.0), 1e-9))
@@ -90,9 +93,13 @@ def host_compute(ctx: Context) -> list[Finding]:
             where = "the host is mostly inside" if share >= 50 else "the largest share of it is inside"
             top = (f"; {where} {o['name']} ({share:.0f}% of that idle time; its longest call "
                    f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
+        elif nsys:  # no range or call holds it: host code between CUDA calls, which the export cannot name
+            top = (f"; no recorded range or call holds it (the top one, {o['name']}, {share:.0f}%): it is host code "
+                   "between CUDA calls (NVTX ranges, or nsys's CPU sampling with --sample=process-tree, name it)")
         else:  # no op holds the idle time: it is Python between the ops, which the op list cannot name
             top = (f"; no recorded op holds it (the top one, {o['name']}, {share:.0f}%): it is Python code between "
                    "ops (with_stack=True or a sampler such as py-spy names the functions)")
+        once = _runs_once(ctx, o["name"])
         warmup = first_call_outlier(ctx.trace, o["name"])
         stray = None if warmup else stray_call_outlier(ctx.trace, o["name"])
         if o["name"].startswith("Torch-Compiled Region"):
@@ -105,6 +112,13 @@ def host_compute(ctx: Context) -> list[Finding]:
                 "profiled window")
         fix_first += ("First profile the steady state: run a few steps before profiling, or use "
                       "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
+    if once and not warmup:
+        top += ". It runs once in the analysed window"
+        fix_first += (f"{ops[0]['name']} runs once here: if it is one-time set-up (JIT compilation, module loading, "
+                      "allocation, initialization), profile the steady state instead: run a few iterations first, "
+                      + ("then capture only the iterations (cudaProfilerStart/Stop around them and `nsys profile "
+                         "--capture-range=cudaProfilerApi`, or --capture-range=nvtx). " if nsys else
+                         "then profile with torch.profiler.schedule(wait=1, warmup=2, active=3) and prof.step(). "))
     if stray:
         top += (f". One of its {stray['calls']} calls takes {stray['longest_ms']:.2f} ms, the median of the others "
                 f"{stray['median_ms']:.3f} ms: a thread descheduled on a busy host looks like this")
@@ -115,6 +129,7 @@ def host_compute(ctx: Context) -> list[Finding]:
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
+         **({"top_op_calls_in_window": 1} if once else {}),
          **({"stray_call": stray} if stray else {})},
         fix_first + "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
         "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
@@ -122,6 +137,15 @@ def host_compute(ctx: Context) -> list[Finding]:
         "new shape), keep shapes static (pad to fixed sizes, a static KV cache) or pick another backend.",
         ops + ctx.gaps.examples.get("host", []),
     )
+
+
+def _runs_once(ctx: Context, name: str) -> bool:
+    """The op holding the idle time is called once in a window without steps (a capture of one run)."""
+    if ctx.windows.kind in ("steps", "step") or name not in ctx.trace.names:
+        return False
+    t = ctx.trace
+    rows = np.flatnonzero(t.name == t.names.index(name))
+    return int(np.count_nonzero(ctx.windows.contains(t.ts[rows]))) == 1
 
 
 @rule
