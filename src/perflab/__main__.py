@@ -10,7 +10,7 @@ import typer
 from perflab.errors import PerflabError
 
 # Each module adds its commands to the app; adding a module here adds its commands.
-COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory")
+COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory", "stats", "sql")
 
 
 def build_app() -> typer.Typer:

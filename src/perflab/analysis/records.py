@@ -69,3 +69,14 @@ def record_notes(trace: Trace) -> list[str]:
     if rest > 0 and rest >= 0.01 * max(rec["launches"], 1):
         notes.append(f"{rest:,} kernel launches have no kernel record: GPU busy time is a lower bound")
     return notes
+
+
+def trace_notes(trace: Trace) -> list[str]:
+    """Every note on the completeness of a trace: the profiler's own (an nsys export's dropped events and
+    warnings), then the launches with no GPU record."""
+    notes = []
+    if trace.meta.get("source") == "nsys":
+        from perflab.trace.nsys_capture import capture_notes
+
+        notes = capture_notes(trace)
+    return notes + record_notes(trace)

@@ -107,14 +107,13 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
 def _capture_facts(trace: Trace, source: dict) -> None:
     """Notes on the completeness of the records (every format), and an nsys export's capture facts."""
-    from perflab.analysis.records import record_notes
+    from perflab.analysis.records import trace_notes
 
-    notes = record_notes(trace)
+    notes = trace_notes(trace)
     if trace.meta.get("source") == "nsys":
-        from perflab.doctor.nsys import capture_notes, capture_summary
+        from perflab.trace.nsys_capture import capture_summary
 
         source["capture"] = capture_summary(trace)
-        notes = capture_notes(trace) + notes
     if notes:
         source["notes"] = notes
 
