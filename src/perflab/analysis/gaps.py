@@ -24,20 +24,19 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from perflab.analysis.host import dataloader, host_work, memcpy_calls, ops_holding_gaps, profiler_bookkeeping
+from perflab.analysis.gap_examples import examples
+from perflab.analysis.gap_model import (CAUSES, COPY, HOST, INPUT, LAUNCH, OTHER, QUEUED, SYNC, GapAnalysis,
+                                        merge_parts)
+from perflab.analysis.host import dataloader, host_work, memcpy_calls, profiler_bookkeeping
 from perflab.analysis.intervals import Coverage, merge
 from perflab.analysis.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.memcpy import direction, is_pageable
-from perflab.analysis.syncs import origin_op, sync_rows
-from perflab.analysis.windows import Windows, per_windows, trace_origin
+from perflab.analysis.syncs import sync_rows
+from perflab.analysis.windows import Windows, per_windows
 from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct
 
-CAUSES = ("sync", "copy", "input", "launch", "host", "queued", "other")
-SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER = range(7)
 KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
 LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
 SYNC_TOLERANCE_US = 2.0     # host and device clocks
@@ -45,29 +44,6 @@ HOST_OP_MIN_US = 50.0       # an op launching nothing for this long is work, not
 LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
 MAJORITY = 0.5
 SMALL_COPY_BYTES = 1 << 20  # copies this small between two syncs are the round trip itself
-
-
-@dataclass
-class GapAnalysis:
-    device: int
-    window_us: float
-    busy_us: float
-    idle_us: float
-    by_cause: dict[str, float]
-    gap_count: dict[str, int]
-    copy_idle: dict[str, float] = field(default_factory=dict)  # copy idle by direction, plus "pageable"
-    sync: dict = field(default_factory=dict)
-    examples: dict[str, list[dict]] = field(default_factory=dict)
-
-    def pct(self, cause: str) -> float:
-        return 100.0 * self.by_cause.get(cause, 0.0) / self.window_us if self.window_us else 0.0
-
-    def to_dict(self) -> dict:
-        return {"device": self.device, "window_us": self.window_us, "busy_us": self.busy_us,
-                "idle_us": self.idle_us,
-                "idle_pct": 100.0 * self.idle_us / self.window_us if self.window_us else 0.0,
-                "by_cause_us": self.by_cause, "by_cause_pct": {c: self.pct(c) for c in CAUSES},
-                "gap_count": self.gap_count, "copy_idle_us": self.copy_idle, "sync": self.sync}
 
 
 def main_device(trace: Trace) -> int:
@@ -94,14 +70,15 @@ def _main_thread(trace: Trace) -> int:
     return int(tids[counts.argmax()])
 
 
-def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
+def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None) -> GapAnalysis:
+    """`rows`: the device's GPU rows by start time (all of them unless a slice of a large trace is analysed)."""
     device = main_device(trace)
-    rows = device_rows(trace, device)
     wcov = Coverage(windows.start, windows.end)
+    if rows is None:
+        rows = _sorted_device_rows(trace, device)
     if rows.size == 0:
         return GapAnalysis(device, windows.total, 0.0, windows.total, {c: 0.0 for c in CAUSES},
                            {c: 0 for c in CAUSES})
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
     ts, end = trace.ts[rows], trace.end[rows]
     busy_s, busy_e = merge(ts, end)
     busy = Coverage(busy_s, busy_e)
@@ -201,7 +178,7 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     return GapAnalysis(
         device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
         by_cause=by_cause, gap_count=counts, copy_idle=copy_idle, sync=sync_info,
-        examples=_examples(trace, gaps),
+        examples=examples(trace, gaps),
     )
 
 
@@ -363,45 +340,37 @@ def _copy_idle_by_direction(trace: Trace, parts: list[tuple[np.ndarray, np.ndarr
     return out
 
 
-def _examples(trace: Trace, gaps: dict, per_cause: int = 5) -> dict[str, list[dict]]:
-    """The biggest gaps of each cause, as events a person can find in the timeline."""
-    origin = trace_origin(trace)
-    out: dict[str, list[dict]] = {}
-    gs, ge, inside, cause = gaps["gs"], gaps["ge"], gaps["inside"], gaps["cause"]
-    draining = np.flatnonzero(gaps["draining"])
-    if draining.size:
-        top = draining[np.argsort(-gaps["sync_part"][draining], kind="stable")][:per_cause]
-        rows = gaps["sync_row"][top]
-        origins = origin_op(trace, rows)
-        out["sync"] = [{"name": f"{trace.name_of(r)}" + (f" (in {o})" if o else ""),
-                        "ts_us": float(trace.ts[r] - origin), "dur_us": float(trace.dur[r]),
-                        "gpu_idle_after_us": float(inside[g])}
-                       for g, r, o in zip(top.tolist(), rows.tolist(), origins)]
-    for k, name in enumerate(CAUSES):
-        if name == "sync":
+def _sorted_device_rows(trace: Trace, device: int) -> np.ndarray:
+    rows = device_rows(trace, device)
+    return rows[np.argsort(trace.ts[rows], kind="stable")]
+
+
+SLICE_OPS = 2_000_000  # GPU ops per slice: the per-gap arrays of one slice take a few hundred MB
+
+
+def _analyze_sliced(trace: Trace, windows: Windows) -> GapAnalysis:
+    """A trace with millions of GPU ops is analysed in time slices of SLICE_OPS ops, each with the op before
+    and after it (so its first and last gap have their real length): memory stays bounded by the slice."""
+    rows = _sorted_device_rows(trace, main_device(trace))
+    ts = trace.ts[rows]
+    inside = rows[windows.contains(ts)]
+    if inside.size <= SLICE_OPS:
+        return _analyze_gaps(trace, windows, rows)
+    cuts = np.concatenate(([windows.lo], trace.ts[inside[SLICE_OPS::SLICE_OPS]], [windows.hi]))
+    parts = []
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        start = np.clip(windows.start, a, b)
+        end = np.clip(windows.end, a, b)
+        keep = end > start
+        if not keep.any():
             continue
-        idx = np.flatnonzero((cause == k) & (gaps["rest"] > 0))
-        if idx.size == 0:
-            continue
-        top = idx[np.argsort(-inside[idx], kind="stable")][:per_cause]
-        events = []
-        for g in top.tolist():
-            nxt = int(gaps["nxt"][g])
-            label = f"GPU idle before {trace.name_of(nxt)}" if nxt >= 0 else "GPU idle until the step ends"
-            events.append({"name": label[:200], "ts_us": float(gs[g] - origin), "dur_us": float(ge[g] - gs[g])})
-        out[name] = events
-    host_gaps = np.flatnonzero(cause == HOST)
-    found = []
-    for tid in distinct(gaps["tid"][host_gaps]).tolist():
-        on = host_gaps[gaps["tid"][host_gaps] == tid]
-        found += ops_holding_gaps(trace, tid, gs[on], ge[on])
-    found.sort(key=lambda x: -x[1])
-    if found:
-        out["host_ops"] = [{"name": trace.name_of(r), "ts_us": float(trace.ts[r] - origin),
-                            "dur_us": float(trace.dur[r]), "overlap_us": amount} for r, amount in found[:per_cause]]
-    return out
+        sub = Windows(start[keep], end[keep], windows.kind, windows.steps)
+        i = max(int(np.searchsorted(ts, a, side="left")) - 1, 0)
+        j = min(int(np.searchsorted(ts, b, side="right")) + 1, rows.size)
+        parts.append(_analyze_gaps(trace, sub, rows[i:j]))
+    return merge_parts(parts)
 
 
 def analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     """Idle gaps inside the windows, each attributed to a cause (see the module docstring)."""
-    return per_windows(trace, "analyze_gaps", windows, _analyze_gaps)
+    return per_windows(trace, "analyze_gaps", windows, _analyze_sliced)

@@ -25,9 +25,12 @@ from perflab.trace.model import CPU_OP, GPU_WORK_KINDS, OTHER, RUNTIME, Trace
 from perflab.trace.nsys_db import CHUNK_ROWS, Schema, connect
 from perflab.trace.nsys_names import AUTO, NameTable, mark_steps, resolve
 
-COLUMNS = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64, "tid": np.int64,
-           "stream": np.int64, "device": np.int64, "correlation": np.int64, "external_id": np.int64,
-           "nbytes": np.float64, "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32}
+# the model's columns: dtype and the value of a row that has none. tid, stream and device are int32 here (OS
+# thread ids and CUDA stream/device ids fit), which the analyses read like Kineto's int64
+COLUMNS = {"cat": (np.int16, -1), "kind": (np.int8, -1), "name": (np.int32, -1), "ts": (np.float64, np.nan),
+           "dur": (np.float64, np.nan), "tid": (np.int32, -1), "stream": (np.int32, -1), "device": (np.int32, -1),
+           "correlation": (np.int64, -1), "external_id": (np.int64, -1), "nbytes": (np.float64, np.nan),
+           "grid": (np.int64, -1), "block": (np.int64, -1), "shape": (np.int32, -1), "dtype": (np.int32, -1)}
 # extra columns (Trace.extra): name -> (dtype, value where a table has none)
 EXTRA = {"pid": (np.int32, -1), "context": (np.int32, -1), "graph_id": (np.int64, -1), "graph_node": (np.int64, -1),
          "registers": (np.int16, -1), "shared_mem": (np.int32, -1), "nvtx_style": (np.int16, -1)}
@@ -95,15 +98,16 @@ def _has_operators(trace: Trace) -> bool:
 def _capture(conn, schema: Schema) -> dict:
     present = {k: t in schema.columns for k, t in (
         ("kernel", tables.KERNEL_T), ("memcpy", tables.MEMCPY_T), ("memset", tables.MEMSET_T),
-        ("runtime", tables.RUNTIME_T), ("sync", tables.SYNC_T), ("nvtx", tables.NVTX_T), ("osrt", tables.OSRT_T))}
+        ("runtime", tables.RUNTIME_T), ("sync", tables.SYNC_T), ("nvtx", tables.NVTX_T), ("osrt", tables.OSRT_T),
+        ("graph_trace", tables.GRAPH_T))}
     return {"export": cap.export_info(conn, schema), "settings": cap.capture_settings(conn, schema),
             "diagnostics": cap.diagnostics(conn, schema), "devices": cap.devices(conn, schema), "tables": present}
 
 
 def _read_parts(conn, schema: Schema, chunk_rows: int) -> tuple[dict[str, list[dict]], dict[str, int], int]:
     parts: dict[str, list[dict]] = {}
-    for source, reader in (("kernel", tables.kernels), ("memcpy", tables.memcpys), ("memset", tables.memsets),
-                           ("sync", tables.syncs)):
+    for source, reader in (("kernel", tables.kernels), ("graph", tables.graphs), ("memcpy", tables.memcpys),
+                           ("memset", tables.memsets), ("sync", tables.syncs)):
         parts[source] = list(reader(conn, schema, chunk_rows))
     api = list(tables.api_calls(conn, schema, chunk_rows))
     dropped = 0
@@ -172,19 +176,23 @@ def _assemble(parts: dict[str, list[dict]]) -> tuple[dict[str, np.ndarray], dict
     sizes = [c["ts"].size for c in chunk_list]
     columns: dict[str, np.ndarray] = {}
     extra: dict[str, np.ndarray] = {}
-    for key, dtype in COLUMNS.items():
-        columns[key] = _column(chunk_list, sizes, key, dtype, -1, order)
-    for key, (dtype, fill) in EXTRA.items():
+    for key, (dtype, fill) in COLUMNS.items():
+        columns[key] = _column(chunk_list, sizes, key, dtype, fill, order)
+    for key, (dtype, fill) in EXTRA.items():  # an extra column only where some row has a value: memory
         if any(f"x_{key}" in c for c in chunk_list):
             extra[key] = _column(chunk_list, sizes, f"x_{key}", dtype, fill, order)
     return columns, extra
 
 
 def _column(chunk_list: list[dict], sizes: list[int], key: str, dtype, fill, order: np.ndarray | None) -> np.ndarray:
-    if not chunk_list:
-        return np.zeros(0, dtype=dtype)
-    pieces = [c.pop(key) if key in c else np.full(n, fill, dtype=dtype) for c, n in zip(chunk_list, sizes)]
-    out = np.concatenate(pieces).astype(dtype, copy=False)
+    """One column over every chunk, in start-time order. A column no chunk holds is the fill value for every
+    row: a read-only broadcast that takes no memory (external_id, shape and dtype of any export)."""
+    total = sum(sizes)
+    if not any(key in c for c in chunk_list):
+        return np.broadcast_to(np.array(fill, dtype=dtype), (total,))
+    pieces = [c.pop(key).astype(dtype, copy=False) if key in c else np.full(n, fill, dtype=dtype)
+              for c, n in zip(chunk_list, sizes)]
+    out = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     del pieces
     return out[order] if order is not None else out
 
@@ -226,10 +234,16 @@ def split_processes(trace: Trace) -> list[Trace]:
         sub = Trace(names=trace.names, cats=trace.cats, shapes=trace.shapes, dtypes=trace.dtypes,
                     extra={k: v[keep] for k, v in trace.extra.items()},
                     meta={**trace.meta, "rank": rank, "world_size": len(gpu_pids), "pid": p},
-                    **{k: getattr(trace, k)[keep] for k in COLUMNS})
+                    **{k: _subset(getattr(trace, k), keep) for k in COLUMNS})
         sub.meta["device_name"] = device_name(sub)
         out.append(sub)
     return out
+
+
+def _subset(column: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    if column.strides == (0,):  # a broadcast default stays one
+        return np.broadcast_to(column[:1], (int(keep.sum()),))
+    return column[keep]
 
 
 def load_ranks(path: str | Path, *, nvtx_steps: str | None = AUTO) -> list[Trace]:

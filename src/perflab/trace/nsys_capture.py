@@ -216,6 +216,9 @@ def capture_notes(trace) -> list[str]:
                 and "might have not been started" not in m["text"] and m["text"] not in seen:
             seen.add(m["text"])
             notes.append(f"nsys {m['severity']}: {m['text'][:300]}")
+    if (capture.get("tables") or {}).get("graph_trace"):
+        notes.append("CUDA graphs were traced whole (nsys --cuda-graph-trace=graph): each graph launch is one row named "
+                     "'Graph Exec N'; record with --cuda-graph-trace=node to see their kernels")
     if capture.get("duplicate_api_rows"):
         notes.append(f"{capture['duplicate_api_rows']:,} CUDA API rows listed twice under one correlation id were "
                      "counted once")

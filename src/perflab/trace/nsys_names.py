@@ -75,7 +75,7 @@ def resolve(conn: sqlite3.Connection, schema: Schema, parts: dict[str, list[dict
 
     naming = {"kernel": kernel, "api": lambda c: api_name(text.get(c, f"<API name id {c}>")),
               "osrt": lambda c: text.get(c, f"<OS call name id {c}>"), "memcpy": copy_name, "memset": memset_name,
-              "nvtx": nvtx}
+              "nvtx": nvtx, "graph": lambda c: f"Graph Exec {c}"}
     for source, u in by_source.items():
         if source == "sync":
             continue

@@ -17,6 +17,7 @@ from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, U
 from perflab.trace.nsys_db import CHUNK_ROWS, Schema, chunks
 
 KERNEL_T, MEMCPY_T, MEMSET_T = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_T = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one row per graph launch
 RUNTIME_T, SYNC_T = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 NVTX_T, OSRT_T = "NVTX_EVENTS", "OSRT_API"
 
@@ -71,7 +72,7 @@ def pid_of(global_id: np.ndarray) -> np.ndarray:
 
 
 def tid_of(global_tid: np.ndarray) -> np.ndarray:
-    return (global_tid & 0xFFFFFF).astype(np.int64)
+    return (global_tid & 0xFFFFFF).astype(np.int32)
 
 
 def unique_correlation(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -81,37 +82,39 @@ def unique_correlation(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
 
 
 def _base(block: dict, n: int, kind: int, cat: str, code: np.ndarray) -> dict:
+    """The columns every row has. A chunk holds only columns with values: the rest take their defaults when
+    the trace is assembled (nsys.COLUMNS), which keeps a large export's peak memory near the model's."""
     ts = block["start"].astype(np.float64) / 1e3
     dur = (block["end"] - block["start"]).astype(np.float64) / 1e3
     return {"kind": np.full(n, kind, np.int8), "cat": np.full(n, CAT[cat], np.int16), "code": code.astype(np.int64),
-            "ts": ts, "dur": dur, "external_id": np.full(n, -1, np.int64), "shape": np.full(n, -1, np.int32),
-            "dtype": np.full(n, -1, np.int32)}
+            "ts": ts, "dur": dur}
+
+
+def _optional(out: dict, **columns: np.ndarray) -> None:
+    """Keep a column only when some row of the chunk has a value (-1 is none)."""
+    for key, values in columns.items():
+        if (values != -1).any():
+            out[key] = values
 
 
 def _gpu(block: dict, n: int, kind: int, cat: str, code: np.ndarray, nbytes: np.ndarray | None) -> dict:
     pid = pid_of(block["gpid"])
     out = _base(block, n, kind, cat, code)
     stream = np.where(block["stream"] == 0xFFFFFFFF, -1, block["stream"])  # a context-wide sync has none
-    out.update(tid=stream.copy(), stream=stream, device=block["device"],
-               correlation=unique_correlation(pid, block["corr"]),
-               nbytes=np.full(n, np.nan) if nbytes is None else nbytes.astype(np.float64),
-               grid=np.full(n, -1, np.int64), block=np.full(n, -1, np.int64),
-               x_pid=pid, x_context=block["context"].astype(np.int32), x_graph_id=np.full(n, -1, np.int64),
-               x_graph_node=np.full(n, -1, np.int64), x_registers=np.full(n, -1, np.int16),
-               x_shared_mem=np.full(n, -1, np.int32))
+    out.update(tid=stream.astype(np.int32), stream=stream.astype(np.int32), device=block["device"].astype(np.int32),
+               correlation=unique_correlation(pid, block["corr"]), x_pid=pid,
+               x_context=block["context"].astype(np.int32))
+    if nbytes is not None:
+        out["nbytes"] = nbytes.astype(np.float64)
     return out
 
 
 def _host(block: dict, n: int, kind: int, cat: str, code: np.ndarray) -> dict:
     pid = pid_of(block["gtid"])
     out = _base(block, n, kind, cat, code)
-    corr = block.get("corr", np.full(n, -1, np.int64))
-    out.update(tid=tid_of(block["gtid"]), stream=np.full(n, -1, np.int64), device=np.full(n, -1, np.int64),
-               correlation=unique_correlation(pid, corr), nbytes=np.full(n, np.nan),
-               grid=np.full(n, -1, np.int64), block=np.full(n, -1, np.int64),
-               x_pid=pid, x_context=np.full(n, -1, np.int32), x_graph_id=np.full(n, -1, np.int64),
-               x_graph_node=np.full(n, -1, np.int64), x_registers=np.full(n, -1, np.int16),
-               x_shared_mem=np.full(n, -1, np.int32))
+    out.update(tid=tid_of(block["gtid"]), x_pid=pid)
+    if "corr" in block:
+        out["correlation"] = unique_correlation(pid, block["corr"])
     return out
 
 
@@ -135,9 +138,20 @@ def kernels(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_RO
     for b in chunks(conn, schema, t, spec, chunk_rows=chunk_rows):
         n = b["start"].size
         out = _gpu(b, n, KERNEL, "kernel", b["name"], None)
-        out.update(grid=b["grid"], block=b["block"], x_graph_id=b["graph"], x_graph_node=b["node"],
-                   x_registers=np.clip(b["regs"], -1, 32767).astype(np.int16),
+        out.update(grid=b["grid"], block=b["block"], x_registers=np.clip(b["regs"], -1, 32767).astype(np.int16),
                    x_shared_mem=np.clip(b["smem"], -1, 2**31 - 1).astype(np.int32))
+        _optional(out, x_graph_id=b["graph"], x_graph_node=b["node"])
+        yield out
+
+
+def graphs(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_ROWS) -> Iterator[dict]:
+    """Whole CUDA graph launches (nsys traces graphs as one row each unless --cuda-graph-trace=node): GPU work
+    of kind KERNEL named "Graph Exec N", as nsys shows them."""
+    spec = {**_GPU_SPEC, "graph": ("graphId", -1, "i8"), "exec": ("graphExecId", -1, "i8")}
+    for b in chunks(conn, schema, GRAPH_T, spec, chunk_rows=chunk_rows):
+        n = b["start"].size
+        out = _gpu(b, n, KERNEL, "kernel", b["exec"], None)
+        _optional(out, x_graph_id=b["graph"])
         yield out
 
 
@@ -148,7 +162,7 @@ def memcpys(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_RO
         n = b["start"].size
         code = (b["copy"].clip(0, 255) << 16) | (b["src"].clip(0, 255) << 8) | b["dst"].clip(0, 255)
         out = _gpu(b, n, MEMCPY, "gpu_memcpy", code, b["bytes"])
-        out["x_graph_node"] = b["node"]
+        _optional(out, x_graph_node=b["node"])
         yield out
 
 
@@ -157,7 +171,7 @@ def memsets(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_RO
     for b in chunks(conn, schema, MEMSET_T, spec, chunk_rows=chunk_rows):
         n = b["start"].size
         out = _gpu(b, n, MEMSET, "gpu_memset", b["mem"].clip(0, 255), b["bytes"])
-        out["x_graph_node"] = b["node"]
+        _optional(out, x_graph_node=b["node"])
         yield out
 
 
@@ -177,7 +191,7 @@ def api_calls(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_
         n = b["start"].size
         out = _host(b, n, RUNTIME, "cuda_runtime", b["name"])
         out["cat"] = np.where(b["klass"] == DRIVER_EVENT_CLASS, CAT["cuda_driver"], CAT["cuda_runtime"]).astype(np.int16)
-        out["klass"] = b["klass"]
+        out["klass"] = b["klass"].astype(np.int8)
         yield out
 
 
