@@ -222,9 +222,10 @@ def _write(con: sqlite3.Connection, b: ExportBuilder, era: str, duplicate_api: b
            [(i, t) for t, i in b.strings.items()], keep_empty=True)
     gpus = [(b.device, b.gpu_name, b.sms)] + b.extra_gpus
     g_cols = ["vmId", "id", "name", "busLocation", "isDiscrete", "l2CacheSize", "totalMemory", "memoryBandwidth",
-              "clockRate", "smCount", "chipName", "cuDevice", "computeMajor", "computeMinor"]
+              "clockRate", "smCount", "chipName", "cuDevice", "computeMajor", "computeMinor", "maxBlocksPerSm",
+              "maxWarpsPerSm", "threadsPerWarp"]
     _table(con, "TARGET_INFO_GPU", g_cols, [(0, i, name, f"0000:{i:02x}:00.0", 1, 50 << 20, 80 << 30, 3_350_000_000_000,
-                                              1_980_000_000, sms, "GH100", i, 9, 0) for i, name, sms in gpus])
+                                              1_980_000_000, sms, "GH100", i, 9, 0, 32, 64, 32) for i, name, sms in gpus])
     _table(con, "PROCESSES", ["globalPid", "pid", "name"], sorted({(global_pid(r[3] >> 24 & 0xFFFFFF),
                                                                   r[3] >> 24 & 0xFFFFFF, "python") for r in b.runtime}))
     _table(con, "DIAGNOSTIC_EVENT", ["timestamp", "timestampType", "source", "severity", "text", "globalPid"],

@@ -30,6 +30,8 @@ def test_a_synchronize_after_every_kernel_is_host_sync(tmp_path):
     assert report.findings[0].id == "host-sync" and report.findings[0].severity == "high"
     assert report.analyses["summary"]["syncs"]["names"] == {"cudaDeviceSynchronize": 200}
     assert report.source["kind"] == "nsys"
+    # a CUDA program, not PyTorch: the fix speaks its API
+    assert "cudaStreamWaitEvent" in report.findings[0].fix and ".item()" not in report.findings[0].fix
 
 
 def test_many_tiny_kernels_launched_back_to_back_are_launch_overhead(tmp_path):
@@ -121,12 +123,33 @@ def test_launches_whose_kernels_were_dropped_end_the_analysis_and_say_so(tmp_pat
         b.kernel("lost", 50_000, record=False)  # the host keeps launching; nsys dropped their GPU records
     b.memcpy("DtoH", "device", "pinned", 1024, 5_000)
     b.diagnostic("Number of incomplete CUPTI events dropped: 400. Incomplete events appear when ...", severity=1)
-    report = diagnose(b.write(tmp_path / "drop.sqlite"))
+    path = b.write(tmp_path / "drop.sqlite")
+    report = diagnose(path)
     notes = " ".join(report.source["notes"])
     assert "dropped 400 events" in notes and "400 of 500 kernel launches" in notes
     # the stretch with no records is not idle GPU time: the recorded part was back-to-back kernels
     assert report.analyses["summary"]["gpu_busy_pct"] > 90
     assert report.findings[0].id == "healthy"
+
+
+def test_dropped_events_are_in_every_output(tmp_path, capsys):
+    b = ExportBuilder()
+    for _ in range(20):
+        b.kernel("k", 50_000)
+    b.diagnostic("Number of incomplete CUPTI events dropped: 77.", severity=1)
+    path = str(b.write(tmp_path / "d.sqlite"))
+    said = "nsys dropped 77 events"
+    assert main(["doctor", path]) == 0 and said in capsys.readouterr().out.replace("\n", " ")
+    assert main(["doctor", path, "--json", "--html", str(tmp_path / "d.html")]) == 0
+    assert any(said in n for n in json.loads(capsys.readouterr().out)["source"]["notes"])
+    assert said in (tmp_path / "d.html").read_text()
+    assert main(["stats", path, "--json"]) == 0 and any(said in n for n in json.loads(capsys.readouterr().out)["notes"])
+    assert main(["stats", path, "--csv"]) == 0 and said in capsys.readouterr().err
+    assert main(["diff", path, path, "--json"]) == 0 and any(said in n for n in json.loads(capsys.readouterr().out)["notes"])
+    pytest.importorskip("duckdb")
+    assert main(["sql", path, "SELECT note FROM notes", "--csv"]) == 0
+    out = capsys.readouterr()
+    assert said in out.out and said in out.err
 
 
 def test_nsys_rep_without_nsys_gives_the_export_command(tmp_path, monkeypatch, capsys):
@@ -253,3 +276,17 @@ def test_a_capture_with_no_gpu_work_cannot_be_diffed(tmp_path):
     b.api("cuInit", 1000)
     with pytest.raises(PerflabError, match="no GPU activity"):
         load_run(b.write(tmp_path / "x.sqlite"))
+
+
+def test_blocks_too_small_to_fill_an_sm_are_low_occupancy(tmp_path):
+    def run(block: int):
+        b = ExportBuilder()
+        for _ in range(300):
+            b.kernel("stencil_kernel(float*)", 200_000, grid=(65536, 1, 1), block=(block, 1, 1))
+        return diagnose(b.write(tmp_path / f"b{block}.sqlite"))
+
+    small = run(16)  # the builder's GPU: 32 blocks and 64 warps per SM (sm_90)
+    top = small.findings[0]
+    assert top.id == "low-occupancy" and top.evidence["theoretical_occupancy_pct"] == 50.0
+    assert top.evidence["active_lanes_pct"] == 50.0 and "16-thread blocks" in top.summary
+    assert "low-occupancy" not in _ids(run(256))

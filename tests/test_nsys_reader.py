@@ -185,3 +185,35 @@ def test_reading_keeps_memory_near_the_model_it_builds(tmp_path):
     assert len(trace) == 20_000 * 2 + 2 * 200
     assert peak < 2.5 * model, (peak, model)  # chunks of numpy, not Python rows: no multiple of the export
     assert trace.external_id.strides == (0,)   # a column with no value anywhere takes no memory
+
+
+def test_parallel_reading_of_large_tables_gives_the_same_trace(tmp_path, monkeypatch):
+    from perflab.trace import nsys_db
+
+    b = ExportBuilder()
+    for i in range(3000):
+        b.kernel(f"kernel_{i % 13}", 2_000 + i % 50, grid=(i % 300 + 1, 1, 1))
+    path = b.write(tmp_path / "p.sqlite")
+    monkeypatch.setenv("PERFLAB_READ_WORKERS", "1")
+    one = nsys.load(path)
+    monkeypatch.setenv("PERFLAB_READ_WORKERS", "2")
+    monkeypatch.setattr(nsys_db, "PARALLEL_RANGE_ROWS", 700)
+    assert len(nsys_db._rowid_ranges(sqlite3.connect(path), "CUPTI_ACTIVITY_KIND_KERNEL")) == 5
+    two = nsys.load(path)
+    for col in ("name", "ts", "dur", "grid", "correlation", "kind"):
+        assert np.array_equal(getattr(one, col), getattr(two, col)), col
+    assert one.names == two.names
+
+
+def test_a_value_of_the_wrong_type_is_coerced_not_fatal(tmp_path):
+    b = ExportBuilder()
+    for _ in range(5):
+        b.kernel("k", 10_000)
+    path = b.write(tmp_path / "w.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET registersPerThread = 'lots' WHERE rowid = 3")
+    con.commit()
+    con.close()
+    trace = nsys.load(path)
+    regs = trace.extra["registers"][trace.kind == KERNEL]
+    assert regs.size == 5 and sorted(regs.tolist()) == [-1, 32, 32, 32, 32]

@@ -59,7 +59,7 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
     path = Path(path)
     conn = connect(path)
     try:
-        schema = Schema.read(conn)
+        schema = Schema.read(conn, path)
         if not schema.is_nsys:
             raise UnreadableInput(f"{path}: an SQLite file, but not an Nsight Systems export (no StringIds and "
                                   "CUPTI/NVTX tables); give the output of `nsys export --type sqlite`")
@@ -83,7 +83,7 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
         path=str(path), source="nsys", schema_version=capture["export"].get("schema_version"),
         nsys_version=capture["export"].get("nsys_version"), rank=0, world_size=1, capture=capture,
         device_properties=capture["devices"], nvtx_steps=steps, thread_names_nsys=meta_threads,
-        processes=meta_procs, host_ops_from_runtime=not _has_operators(trace),
+        processes=meta_procs, host_ops_from_runtime=not _has_operators(trace), framework=_framework(trace),
         n_events=len(trace), dropped_events=0,
     )
     trace.meta["device_name"] = device_name(trace)
@@ -93,6 +93,12 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
 def _has_operators(trace: Trace) -> bool:
     """PyTorch operator ranges (emit_nvtx) recorded: then, as in Kineto, they hold the host's CUDA calls."""
     return bool(((trace.kind == CPU_OP) & (trace.cat != tables.CAT["os_runtime"])).any())
+
+
+def _framework(trace: Trace) -> str | None:
+    """"pytorch" when PyTorch ran (its kernels or operator ranges), else None: a CUDA program of its own."""
+    marks = ("at::native::", "c10::", "aten::", "at_cuda_detail::")
+    return "pytorch" if any(any(m in n for m in marks) for n in trace.names) else None
 
 
 def _capture(conn, schema: Schema) -> dict:

@@ -95,38 +95,42 @@ def devices(conn: sqlite3.Connection, schema: Schema) -> list[dict]:
         cuda = "cuDevice" if schema.has("TARGET_INFO_GPU", "cuDevice") else "id"
         cols = {c: (c if schema.has("TARGET_INFO_GPU", c) else "NULL") for c in
                 ("id", "computeMajor", "computeMinor", "totalMemory", "memoryBandwidth", "clockRate", "busLocation",
-                 "chipName", "maxThreadsPerBlock", "maxShmemPerBlock", "threadsPerWarp")}
+                 "chipName", "maxBlocksPerSm", "maxWarpsPerSm", "threadsPerWarp")}
         sql = (f'SELECT {cuda}, name, smCount, {cols["computeMajor"]}, {cols["computeMinor"]}, {cols["totalMemory"]}, '
                f'{cols["memoryBandwidth"]}, {cols["clockRate"]}, {cols["busLocation"]}, {cols["chipName"]}, '
-               f'{cols["id"]} FROM TARGET_INFO_GPU')
-        for cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid in conn.execute(sql):
+               f'{cols["id"]}, {cols["maxBlocksPerSm"]}, {cols["maxWarpsPerSm"]}, {cols["threadsPerWarp"]} '
+               "FROM TARGET_INFO_GPU")
+        for cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid, blocks, warps, warp in conn.execute(sql):
             if not _int(sms):  # display adapters listed beside the CUDA GPU on Windows (no SMs)
                 continue
-            out.append(_device(cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid))
+            out.append(_device(cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid, blocks, warps, warp))
     elif schema.has("TARGET_INFO_CUDA_GPU", "name", "deviceId"):
         cols = {c: (c if schema.has("TARGET_INFO_CUDA_GPU", c) else "NULL") for c in
                 ("numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor", "globalMemorySize",
-                 "globalMemoryBandwidth", "coreClockRate", "pciBusId")}
+                 "globalMemoryBandwidth", "coreClockRate", "pciBusId", "maxBlocksPerMultiprocessor",
+                 "maxWarpsPerMultiprocessor", "numThreadsPerWarp")}
         seen = set()
         for row in conn.execute(f'SELECT deviceId, name, {cols["numMultiprocessors"]}, {cols["computeCapabilityMajor"]}, '
                                 f'{cols["computeCapabilityMinor"]}, {cols["globalMemorySize"]}, '
-                                f'{cols["globalMemoryBandwidth"]}, {cols["coreClockRate"]}, {cols["pciBusId"]} '
-                                "FROM TARGET_INFO_CUDA_GPU"):
+                                f'{cols["globalMemoryBandwidth"]}, {cols["coreClockRate"]}, {cols["pciBusId"]}, '
+                                f'{cols["maxBlocksPerMultiprocessor"]}, {cols["maxWarpsPerMultiprocessor"]}, '
+                                f'{cols["numThreadsPerWarp"]} FROM TARGET_INFO_CUDA_GPU'):
             if row[0] in seen:
                 continue
             seen.add(row[0])
             # this older table gives bandwidth in kB/s and the clock in kHz
             out.append(_device(row[0], row[1], row[2], row[3], row[4], row[5],
                                None if row[6] is None else _int(row[6]) * 1000,
-                               None if row[7] is None else _int(row[7]) * 1000, row[8], None, row[0]))
+                               None if row[7] is None else _int(row[7]) * 1000, row[8], None, row[0], *row[9:12]))
     return sorted(out, key=lambda d: d["id"])
 
 
-def _device(cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid) -> dict:
+def _device(cu, name, sms, major, minor, mem, bw, clock, bus, chip, gid, blocks=None, warps=None, warp=None) -> dict:
     return {"id": _int(cu), "name": clean(str(name or "unknown GPU")), "numSms": _int(sms),
             "computeMajor": _int(major), "computeMinor": _int(minor), "totalGlobalMem": _int(mem),
             "memoryBandwidthBytesPerS": _int(bw), "clockRateHz": _int(clock), "busLocation": clean(str(bus or "")),
-            "chip": clean(str(chip or "")), "nsysGpuId": _int(gid)}
+            "chip": clean(str(chip or "")), "nsysGpuId": _int(gid), "maxBlocksPerSm": _int(blocks),
+            "maxWarpsPerSm": _int(warps), "warpSize": _int(warp) or 32}
 
 
 def processes(conn: sqlite3.Connection, schema: Schema) -> dict[int, str]:

@@ -10,6 +10,7 @@ straight into numpy arrays, so memory grows with the columns kept, not with Pyth
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -71,9 +72,10 @@ class Schema:
     """Tables of the export and their columns, as found in the file."""
 
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    path: str = ""  # the file, for readers in other processes
 
     @classmethod
-    def read(cls, conn: sqlite3.Connection) -> "Schema":
+    def read(cls, conn: sqlite3.Connection, path: str | Path = "") -> "Schema":
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         out = {}
         for t in tables:
@@ -81,7 +83,7 @@ class Schema:
                 out[t] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{t}")'))
             except sqlite3.DatabaseError:
                 continue
-        return cls(out)
+        return cls(out, str(path))
 
     def has(self, table: str, *columns: str) -> bool:
         cols = self.columns.get(table)
@@ -115,7 +117,8 @@ def chunks(conn: sqlite3.Connection, schema: Schema, table: str, spec: dict[str,
     """Yield the table in chunks of numpy columns.
 
     spec: output name -> (source column or SQL expression, default, numpy dtype). A source naming a
-    column the table lacks reads as the default; NULL reads as the default.
+    column the table lacks reads as the default; NULL reads as the default. A large table is read by
+    several processes at once, each a range of rowids (SQLite decodes rows on one core per connection).
     """
     if table not in schema.columns:
         return
@@ -124,25 +127,79 @@ def chunks(conn: sqlite3.Connection, schema: Schema, table: str, spec: dict[str,
         expr = select_expr(schema, table, source, default) if re.fullmatch(r"\w+", source) else source
         exprs.append(expr)
         dtype.append((name, np_type))
-    sql = f'SELECT {", ".join(exprs)} FROM "{table}"' + (f" WHERE {where}" if where else "")
-    cursor = conn.execute(sql)
+    sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE ' + (f"({where}) AND " if where else "")
     record = np.dtype(dtype)
-    while True:
-        try:
-            block = np.fromiter(itertools.islice(cursor, chunk_rows), dtype=record)
-        except (TypeError, ValueError, OverflowError):
-            # a value of the wrong type (text where a number belongs): coerce this chunk row by row
-            block = _coerced_rows(conn, sql, record, chunk_rows, cursor)
-        if block.size == 0:
-            return
+    ranges = _rowid_ranges(conn, table) if schema.path else []
+    workers = read_workers()
+    if len(ranges) > 1 and workers > 1:
+        blocks = _parallel_blocks(schema.path, sql, record, ranges, workers)
+    else:
+        blocks = _blocks(conn.execute(sql + "1"), record, chunk_rows)
+    for block in blocks:
         yield {name: np.ascontiguousarray(block[name]) for name in record.names}
 
 
-def _coerced_rows(conn, sql, record: np.dtype, chunk_rows: int, cursor) -> np.ndarray:
-    rows = []
-    for row in itertools.islice(cursor, chunk_rows):
-        rows.append(tuple(_coerce(v, record[i]) for i, v in enumerate(row)))
-    return np.array(rows, dtype=record) if rows else np.zeros(0, dtype=record)
+def read_workers() -> int:
+    """Processes that read one large table at once: PERFLAB_READ_WORKERS, else the cores (at most 8)."""
+    env = os.environ.get("PERFLAB_READ_WORKERS", "")
+    if env.strip().isdigit():
+        return max(int(env), 1)
+    return min(os.cpu_count() or 1, 8)
+
+
+PARALLEL_RANGE_ROWS = 1 << 20  # rowids per task: a table smaller than two of them is read in this process
+
+
+def _rowid_ranges(conn: sqlite3.Connection, table: str) -> list[tuple[int, int]]:
+    try:
+        lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    except sqlite3.DatabaseError:
+        return []
+    if lo is None or hi - lo < 2 * PARALLEL_RANGE_ROWS:
+        return []
+    return [(a, min(a + PARALLEL_RANGE_ROWS, hi + 1)) for a in range(lo, hi + 1, PARALLEL_RANGE_ROWS)]
+
+
+def _blocks(cursor, record: np.dtype, chunk_rows: int) -> Iterator[np.ndarray]:
+    while True:
+        rows = cursor.fetchmany(chunk_rows)
+        if not rows:
+            return
+        try:
+            yield np.fromiter(rows, dtype=record, count=len(rows))
+        except (TypeError, ValueError, OverflowError):
+            # a value of the wrong type (text where a number belongs): coerce this chunk value by value
+            yield np.array([tuple(_coerce(v, record[i]) for i, v in enumerate(r)) for r in rows], dtype=record)
+
+
+def _read_range(path: str, sql: str, record: np.dtype, lo: int, hi: int) -> np.ndarray:
+    """One rowid range of a table, in a worker process with its own read-only connection."""
+    conn = connect(path)
+    try:
+        parts = list(_blocks(conn.execute(sql + "rowid >= ? AND rowid < ?", (lo, hi)), record, CHUNK_ROWS))
+    finally:
+        conn.close()
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=record)
+
+
+def _parallel_blocks(path: str, sql: str, record: np.dtype, ranges: list[tuple[int, int]],
+                     workers: int) -> Iterator[np.ndarray]:
+    """The ranges read by a pool of processes, in order, with at most 2 x workers results in memory."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        pending = []
+        todo = iter(ranges)
+        for lo, hi in itertools.islice(todo, 2 * workers):
+            pending.append(pool.submit(_read_range, path, sql, record, lo, hi))
+        while pending:
+            block = pending.pop(0).result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(pool.submit(_read_range, path, sql, record, *nxt))
+            yield block
 
 
 def _coerce(value, dtype: np.dtype):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.doctor.context import Context
+from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import EventRef, Finding
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
@@ -50,9 +51,10 @@ def host_sync(ctx: Context) -> list[Finding]:
         {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
          "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
          "sync_names": names},
-        "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
-        "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
-        "use non_blocking copies into pinned memory with an event when the host really needs the value.",
+        fix_for(ctx, "host-sync",
+            "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
+            "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
+            "use non_blocking copies into pinned memory with an event when the host really needs the value."),
         ctx.gaps.examples.get("sync", []),
     )
 
@@ -72,8 +74,9 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
          "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
          "launch_delay_p50_us": launches["launch_delay_us"]["p50"]},
-        "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
-        "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step.",
+        fix_for(ctx, "launch-overhead",
+            "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
+            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step."),
         ctx.gaps.examples.get("launch", []),
     )
 
@@ -214,9 +217,10 @@ def pageable_memcpy(ctx: Context) -> list[Finding]:
          "pageable_mb_per_step": mb / ctx.n_steps, "pageable_gbps": mb / 1e3 / seconds if seconds else 0.0,
          "pageable_time_pct": ctx.share(seconds * 1e6), "copy_idle_pct": ctx.share(ctx.gaps.copy_idle.get("pageable", 0.0)),
          "directions": pageable},
-        "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
-        "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
-        "with compute.",
+        fix_for(ctx, "pageable-memcpy",
+            "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
+            "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
+            "with compute."),
         _copy_events(ctx, tuple(pageable), pageable_only=True),
     )
 
@@ -236,8 +240,9 @@ def no_overlap(ctx: Context) -> list[Finding]:
         f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
         {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
          "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
-        "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
-        "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader.",
+        fix_for(ctx, "no-overlap",
+            "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
+            "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader."),
         _copy_events(ctx, ("h2d", "d2h")),
     )
 
