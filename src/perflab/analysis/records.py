@@ -79,4 +79,7 @@ def trace_notes(trace: Trace) -> list[str]:
         from perflab.trace.nsys_capture import capture_notes
 
         notes = capture_notes(trace)
-    return notes + record_notes(trace)
+        why = (trace.meta.get("capture") or {}).get("no_gpu_work")
+        if why:
+            notes.insert(0, f"no GPU activity in this capture: {why}")
+    return notes + (record_notes(trace) if len(trace) else [])

@@ -98,7 +98,7 @@ def _render_table(console, t, top: int) -> None:
     width = {c: max([len(r[i]) for r in cells] + [len(label[c])]) for i, c in enumerate(t.columns)}
     shown = list(t.columns)
     dropped = []
-    for c in _DROP_ORDER:
+    for c in _DROP_ORDER if cells else ():
         need = sum(width[x] + 3 for x in shown if x not in _TEXT_COLUMNS) + 24
         if need <= console.width:
             break
