@@ -12,6 +12,7 @@ process; peak RSS comes from os.wait4.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
 import subprocess
@@ -56,14 +57,18 @@ def synthesize(path: Path, launches: int) -> None:
     con.close()
 
 
-def measured(cmd: list[str]) -> tuple[float, float, int]:
+def measured(cmd: list[str]) -> tuple[float, float, int, str]:
+    """Wall time, peak RSS (MB) and exit code of one child process, and what it printed."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
-    if err:
-        print("   ", err[-1][:200])
-    return time.perf_counter() - start, usage.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        out.seek(0)
+        err.seek(0)
+        text, problem = out.read().decode(errors="replace"), err.read().decode(errors="replace").strip()
+    if problem:
+        print("   ", problem.splitlines()[-1][:200])
+    return time.perf_counter() - start, usage.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status), text
 
 
 def main() -> int:
@@ -83,8 +88,13 @@ def main() -> int:
                                                               "t = nsys.load(sys.argv[1]); print(len(t))", str(path)]),
                            ("perflab doctor --json", [sys.executable, "-m", "perflab", "doctor", "--json", str(path)]),
                            ("perflab stats --json", [sys.executable, "-m", "perflab", "stats", "--json", str(path)])):
-            wall, rss, rc = measured(cmd)
+            wall, rss, rc, text = measured(cmd)
             print(f"{label}: {wall:.1f} s wall, {rss / 1024:.2f} GB peak RSS, exit {rc}")
+            if label.startswith("perflab doctor") and rc == 0:
+                report = json.loads(text)
+                print(f"    verdict: {report['verdict']}")
+                print(f"    GPU busy {report['analyses']['summary']['gpu_busy_pct']:.1f} %, "
+                      f"{report['analyses']['launches']['kernels']:,} kernels analysed")
     return 0
 
 

@@ -58,20 +58,20 @@ def _grouped(keys: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
         empty = np.zeros(0)
         return {"key": keys, "count": empty, "sum": empty, "mean": empty, "med": empty, "min": empty,
                 "max": empty, "std": empty}
-    order = np.lexsort((values, keys))
+    order = np.argsort(keys, kind="stable")  # one sort by group; medians by selection within each group
     keys, values = keys[order], values[order]
+    del order
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     ends = np.concatenate((starts[1:], [keys.size]))
     count = ends - starts
     total = np.add.reduceat(values, starts)
     mean = total / count
-    lo, hi = starts + (count - 1) // 2, starts + count // 2
-    med = 0.5 * (values[lo] + values[hi])
+    med = np.array([np.median(values[a:b]) for a, b in zip(starts.tolist(), ends.tolist())])
     dev = values - np.repeat(mean, count)
     ss = np.add.reduceat(dev * dev, starts)
     std = np.where(count > 1, np.sqrt(ss / np.maximum(count - 1, 1)), 0.0)
     return {"key": keys[starts], "count": count, "sum": total, "mean": mean, "med": med,
-            "min": values[starts], "max": values[ends - 1], "std": std}
+            "min": np.minimum.reduceat(values, starts), "max": np.maximum.reduceat(values, starts), "std": std}
 
 
 def _time_table(name: str, count_label: str, label_col: list[str], labels: list, g: dict,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from perflab.doctor.context import Context
 
 CUDA_FIXES = {
-    "host-sync": "Synchronize only where the host needs a result: kernels on one stream already run in order, so a "
-                 "cudaDeviceSynchronize/cudaStreamSynchronize after every launch only drains the queue. Keep the "
-                 "loop's decisions on the device (read a convergence flag every N iterations with cudaMemcpyAsync "
+    "host-sync": "Synchronize only where the host needs a result: work on one stream already runs in order, so "
+                 "each cudaDeviceSynchronize/cudaStreamSynchronize the host does not need drains the queue for "
+                 "nothing. Keep the loop's decisions on the device (read a convergence flag every N iterations with cudaMemcpyAsync "
                  "into pinned memory and an event), order streams with cudaEventRecord/cudaStreamWaitEvent, or "
                  "capture the loop in a CUDA graph.",
     "launch-overhead": "Launch fewer, larger kernels: fuse short kernels, give each launch more work, or capture the "
