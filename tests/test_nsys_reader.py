@@ -217,3 +217,16 @@ def test_a_value_of_the_wrong_type_is_coerced_not_fatal(tmp_path):
     trace = nsys.load(path)
     regs = trace.extra["registers"][trace.kind == KERNEL]
     assert regs.size == 5 and sorted(regs.tolist()) == [-1, 32, 32, 32, 32]
+
+
+def test_gpu_names_from_whatever_target_table_the_export_has(tmp_path):
+    b = ExportBuilder(gpu_name="Tesla V100-SXM2-16GB")
+    b.kernel("k", 10_000)
+    path = b.write(tmp_path / "g.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE TARGET_INFO_GPU RENAME TO old")
+    con.execute("CREATE TABLE TARGET_INFO_GPU (vmId, deviceId, name, busLocation, isDiscrete)")
+    con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 0, 'Tesla V100-SXM2-16GB', '0000:00:00.0', 1)")
+    con.commit()
+    con.close()
+    assert nsys.load(path).meta["device_name"] == "Tesla V100-SXM2-16GB"

@@ -87,6 +87,7 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
         n_events=len(trace), dropped_events=0,
     )
     trace.meta["device_name"] = device_name(trace)
+    trace.cache["comm_records"] = []  # no Kineto collective args in an export: never re-read the file as JSON
     return trace
 
 
@@ -242,6 +243,7 @@ def split_processes(trace: Trace) -> list[Trace]:
                     meta={**trace.meta, "rank": rank, "world_size": len(gpu_pids), "pid": p},
                     **{k: _subset(getattr(trace, k), keep) for k in COLUMNS})
         sub.meta["device_name"] = device_name(sub)
+        sub.cache["comm_records"] = []
         out.append(sub)
     return out
 

@@ -122,6 +122,10 @@ def devices(conn: sqlite3.Connection, schema: Schema) -> list[dict]:
             out.append(_device(row[0], row[1], row[2], row[3], row[4], row[5],
                                None if row[6] is None else _int(row[6]) * 1000,
                                None if row[7] is None else _int(row[7]) * 1000, row[8], None, row[0], *row[9:12]))
+    if not out and schema.has("TARGET_INFO_GPU", "name"):  # an export that lists only the GPUs' names
+        key = schema.first("TARGET_INFO_GPU", "cuDevice", "deviceId", "id")
+        rows = conn.execute(f'SELECT {key or "rowid - 1"}, name FROM TARGET_INFO_GPU').fetchall()
+        out = [_device(i, name, 0, 0, 0, 0, 0, 0, "", "", i) for i, name in rows]
     return sorted(out, key=lambda d: d["id"])
 
 
