@@ -219,7 +219,7 @@ def test_cli_bad_input_is_one_line(args, message, capsys):
 def test_cli_refuses_a_non_trace(capsys):
     ncu = Path(__file__).parent / "data" / "ncu" / "v_gemv.csv"
     assert main(["diff", str(ncu), str(artifact("02-host-sync", "slow"))]) == 2
-    assert "compares Kineto traces" in capsys.readouterr().err
+    assert "compares traces (Kineto or Nsight Systems)" in capsys.readouterr().err
 
 
 def test_plot_suffix_is_checked(tmp_path, capsys):

@@ -298,10 +298,11 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
     notes = [PROFILED_NOTE]
     if sb.device and sa.device and sb.device != sa.device:
         notes.append(f"different GPUs: {sb.device} vs {sa.device}")
-    for s, run in ((sb, before), (sa, after)):
+    for run in (before, after):
+        notes += [f"{run.label}: {n}" for n in run.report.source.get("notes") or []]  # what the reader left out
+    for s in (sb, sa):
         if s.window != "steps":
-            notes.append(f"{s.label}: no ProfilerStep ranges, the {s.window} counts as one step")
-        notes += [f"{s.label}: {n}" for n in run.report.source.get("notes") or []]  # what the reader left out
+            notes.append(f"{s.label}: no steps (ProfilerStep or NVTX step ranges), the {s.window} counts as one step")
     return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
                 findings=_findings(before.report, after.report), notes=notes)
 
@@ -341,19 +342,24 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     return trace, f"{text} ({r['puzzle']} {r['variant']})"
 
 
-def load_run(ref: str | Path, *, rank: int | None = None) -> Run:
-    """Load and diagnose one side: a Kineto trace file, a folder of per-rank traces, or `run:N`."""
+def load_run(ref: str | Path, *, rank: int | None = None, nvtx_steps: str | None = "auto") -> Run:
+    """Load and diagnose one side: a Kineto trace file, a folder of per-rank traces, an Nsight Systems export
+    (.sqlite; .nsys-rep through nsys), or `run:N`."""
     from perflab.doctor import diagnose_trace
     from perflab.trace import sniff
-    from perflab.trace.kineto import load_ranks
+    from perflab.trace.loader import load_timeline_ranks
 
     path, label = resolve(ref)
     kind = sniff.sniff(path)
-    if kind not in (sniff.KINETO, sniff.KINETO_DIR):
+    if kind not in (sniff.KINETO, sniff.KINETO_DIR, sniff.NSYS, sniff.NSYS_REP):
         what = {sniff.NCU: "an Nsight Compute report", sniff.NCU_CSV: "an Nsight Compute CSV export",
-                sniff.MEMORY: "a memory snapshot"}.get(kind, "not a trace")
-        raise PerflabError(f"{path}: perflab diff compares Kineto traces (torch.profiler); this is {what}")
-    traces = load_ranks(path)
+                sniff.MEMORY: "a memory snapshot", sniff.SQLITE: "an SQLite file that is not an Nsight Systems "
+                "export"}.get(kind, "not a trace")
+        raise PerflabError(f"{path}: perflab diff compares traces (torch.profiler or Nsight Systems); this is {what}")
+    traces = load_timeline_ranks(path, nvtx_steps=nvtx_steps)
+    no_gpu = (traces[0].meta.get("capture") or {}).get("no_gpu_work")
+    if no_gpu:
+        raise PerflabError(f"{path}: no GPU activity to compare: {no_gpu}")
     report = diagnose_trace(traces, rank=rank)
     trace = next(t for t in traces if t.rank == report.source.get("rank", traces[0].rank))
     return Run(label=label, trace=trace, report=report)

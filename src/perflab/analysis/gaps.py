@@ -19,18 +19,20 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   latency between kernels (< 30 µs, HTA's "kernel wait"): a cost of tiny kernels, not of the host.
 - other: queued work that still did not start (waiting on another stream, event or rank), or the
   host inside torch.profiler's own frames (prof.step(): the measurement, not the workload).
+- host/launch also: the call that issues the next op started before the gap and was still running for
+  most of it: the host is slow inside that call (a long one is host work, a short one launching).
 - alloc: the host was inside device allocator calls (cudaMalloc, cudaFree, ...: analysis.allocator).
 - wait: the host was blocked in a wait for something other than the GPU (a queue, a poll for requests,
   another process: analysis.waits): the GPU had no work to do, the host did not compute.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from perflab.analysis.allocator import allocator_time
 from perflab.analysis.gap_examples import copy_idle_by_direction, examples
+from perflab.analysis.gap_model import (ALLOC, CAUSES, COPY, HOST, INPUT, LAUNCH, OTHER, QUEUED, SYNC, WAIT,
+                                        GapAnalysis, merge_parts)
 from perflab.analysis.host import dataloader, host_work, memcpy_calls, profiler_bookkeeping
 from perflab.analysis.intervals import Coverage, merge
 from perflab.analysis.links import gpu_rows, launch_of, launch_rows
@@ -39,8 +41,6 @@ from perflab.analysis.waits import waiting
 from perflab.analysis.windows import Windows, per_windows
 from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct
 
-CAUSES = ("sync", "copy", "input", "launch", "host", "queued", "other", "alloc", "wait")
-SYNC, COPY, INPUT, LAUNCH, HOST, QUEUED, OTHER, ALLOC, WAIT = range(9)
 KERNEL_WAIT_US = 30.0       # HTA's consecutive_kernel_delay: below this a queued kernel's gap is launch latency
 LAUNCH_GAP_MAX_US = 200.0   # launching one kernel never takes this long; a longer host wait is host work
 SYNC_TOLERANCE_US = 2.0     # host and device clocks
@@ -48,29 +48,6 @@ HOST_OP_MIN_US = 50.0       # an op launching nothing for this long is work, not
 LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
 MAJORITY = 0.5
 SMALL_COPY_BYTES = 1 << 20  # copies this small between two syncs are the round trip itself
-
-
-@dataclass
-class GapAnalysis:
-    device: int
-    window_us: float
-    busy_us: float
-    idle_us: float
-    by_cause: dict[str, float]
-    gap_count: dict[str, int]
-    copy_idle: dict[str, float] = field(default_factory=dict)  # copy idle by direction, plus "pageable"
-    sync: dict = field(default_factory=dict)
-    examples: dict[str, list[dict]] = field(default_factory=dict)
-
-    def pct(self, cause: str) -> float:
-        return 100.0 * self.by_cause.get(cause, 0.0) / self.window_us if self.window_us else 0.0
-
-    def to_dict(self) -> dict:
-        return {"device": self.device, "window_us": self.window_us, "busy_us": self.busy_us,
-                "idle_us": self.idle_us,
-                "idle_pct": 100.0 * self.idle_us / self.window_us if self.window_us else 0.0,
-                "by_cause_us": self.by_cause, "by_cause_pct": {c: self.pct(c) for c in CAUSES},
-                "gap_count": self.gap_count, "copy_idle_us": self.copy_idle, "sync": self.sync}
 
 
 def main_device(trace: Trace) -> int:
@@ -97,14 +74,15 @@ def _main_thread(trace: Trace) -> int:
     return int(tids[counts.argmax()])
 
 
-def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
+def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None) -> GapAnalysis:
+    """`rows`: the device's GPU rows by start time (all of them unless a slice of a large trace is analysed)."""
     device = main_device(trace)
-    rows = device_rows(trace, device)
+    if rows is None:
+        rows = _sorted_device_rows(trace, device)
     wcov = Coverage(windows.start, windows.end)
     if rows.size == 0:
         return GapAnalysis(device, windows.total, 0.0, windows.total, {c: 0.0 for c in CAUSES},
                            {c: 0 for c in CAUSES})
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
     ts, end = trace.ts[rows], trace.end[rows]
     busy_s, busy_e = merge(ts, end)
     busy = Coverage(busy_s, busy_e)
@@ -142,6 +120,11 @@ def _analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     cause[queued & (length < KERNEL_WAIT_US)] = QUEUED
     cause[host_wait] = LAUNCH
     cause[host_wait & (length > LAUNCH_GAP_MAX_US)] = HOST
+    # The call that issues the next op began before the gap and was still running through most of it (a
+    # first cudaMemset initializing the driver, a launch loading its module): the GPU waits for the host.
+    launch_end = np.where(launch >= 0, trace.end[np.maximum(launch, 0)], -np.inf)
+    in_call = queued & (launch_end >= gs + MAJORITY * length) & (length >= KERNEL_WAIT_US)
+    cause[in_call] = np.where(length[in_call] > LAUNCH_GAP_MAX_US, HOST, LAUNCH)
     host_tids = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
     host_end = np.where(host_wait, launch_ts, ge)
     quiet = _quiet_host(trace, gs, host_end, host_tids)
@@ -361,6 +344,37 @@ def _last_copy_before(trace: Trace, copies: np.ndarray, t: np.ndarray) -> np.nda
     return np.where(i >= 0, copies[order][np.maximum(i, 0)], -1)
 
 
+def _sorted_device_rows(trace: Trace, device: int) -> np.ndarray:
+    rows = device_rows(trace, device)
+    return rows[np.argsort(trace.ts[rows], kind="stable")]
+
+
+SLICE_OPS = 2_000_000  # GPU ops per slice: the per-gap arrays of one slice take a few hundred MB
+
+
+def _analyze_sliced(trace: Trace, windows: Windows) -> GapAnalysis:
+    """A trace with millions of GPU ops is analysed in time slices of SLICE_OPS ops, each with the op before
+    and after it (so its first and last gap have their real length): memory stays bounded by the slice."""
+    rows = _sorted_device_rows(trace, main_device(trace))
+    ts = trace.ts[rows]
+    inside = rows[windows.contains(ts)]
+    if inside.size <= SLICE_OPS:
+        return _analyze_gaps(trace, windows, rows)
+    cuts = np.concatenate(([windows.lo], trace.ts[inside[SLICE_OPS::SLICE_OPS]], [windows.hi]))
+    parts = []
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        start = np.clip(windows.start, a, b)
+        end = np.clip(windows.end, a, b)
+        keep = end > start
+        if not keep.any():
+            continue
+        sub = Windows(start[keep], end[keep], windows.kind, windows.steps)
+        i = max(int(np.searchsorted(ts, a, side="left")) - 1, 0)
+        j = min(int(np.searchsorted(ts, b, side="right")) + 1, rows.size)
+        parts.append(_analyze_gaps(trace, sub, rows[i:j]))
+    return merge_parts(parts)
+
+
 def analyze_gaps(trace: Trace, windows: Windows) -> GapAnalysis:
     """Idle gaps inside the windows, each attributed to a cause (see the module docstring)."""
-    return per_windows(trace, "analyze_gaps", windows, _analyze_gaps)
+    return per_windows(trace, "analyze_gaps", windows, _analyze_sliced)

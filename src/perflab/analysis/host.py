@@ -16,11 +16,20 @@ MAJORITY = 0.5
 
 
 def _cpu_rows(trace: Trace) -> np.ndarray:
-    """Host ranges other than the steps themselves (ProfilerStep#N, or the annotations found as steps)."""
+    """Host ranges other than the steps themselves (ProfilerStep#N, or the annotations found as steps). A trace
+    with no operator rows (Nsight Systems on a CUDA program) records the host only through its CUDA calls: there
+    the calls that neither synchronize nor copy (those are waits, analysis.gaps) are the host's recorded work
+    (cudaMalloc, module loading, ...)."""
     from perflab.analysis.windows import profiler_steps
 
     def compute() -> np.ndarray:
         host = np.isin(trace.kind, (CPU_OP, PYTHON, USER_ANNOTATION))
+        if trace.meta.get("host_ops_from_runtime"):
+            from perflab.analysis.syncs import sync_rows
+
+            calls = (trace.kind == RUNTIME) & ~trace.name_table_mask(lambda n: _MEMCPY_CALL.match(n) is not None)
+            calls[sync_rows(trace)] = False
+            host |= calls
         not_step = ~trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
         not_step[profiler_steps(trace).rows] = False
         return np.flatnonzero(host & not_step & (trace.dur > 0))

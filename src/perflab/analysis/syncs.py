@@ -7,12 +7,12 @@ from collections import Counter
 import numpy as np
 
 from perflab.analysis.windows import Windows, per_windows
-from perflab.trace.model import CPU_OP, RUNTIME, Trace
+from perflab.trace.model import CPU_OP, RUNTIME, SYNC, Trace
 
 # Runtime calls that block the host until device work completes. cudaMemcpy (not Async) is
 # synchronous; cudaMemcpyAsync only blocks for pageable memory and is handled as a copy.
 _SYNC_CALL = re.compile(
-    r"(cuda|hip)(Device|Stream|Event|Ctx)Synchronize|cu(Ctx|Stream|Event)Synchronize(_v\d+)?|"
+    r"(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize|cu(Ctx|Stream|Event)Synchronize(_v\d+)?|"
     r"(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol|Peer|DtoH|HtoD|WithStream)?|cuMemcpy(DtoH|HtoD|DtoD)?(_v\d+)?"
 )
 # Operators whose result the host needs, so they synchronize (named in evidence).
@@ -25,10 +25,12 @@ def is_sync_call(name: str) -> bool:
 
 
 def sync_rows(trace: Trace) -> np.ndarray:
-    """Rows of blocking calls, sorted by start. Falls back to sync ops when the sync calls were not traced: only
-    those that copied from the device when runtime calls were (.item() of a CPU tensor waits for nothing)."""
+    """Rows of blocking calls, sorted by start: named ones, and those the profiler recorded a host-blocking
+    synchronization for (a SYNC row with the call's correlation id: Nsight Systems records them for any API
+    that waited). Falls back to sync ops when the sync calls were not traced: only those that copied from the
+    device when runtime calls were (.item() of a CPU tensor waits for nothing)."""
     def compute() -> np.ndarray:
-        calls = np.flatnonzero((trace.kind == RUNTIME) & trace.name_table_mask(is_sync_call))
+        calls = np.flatnonzero((trace.kind == RUNTIME) & (trace.name_table_mask(is_sync_call) | _recorded_waits(trace)))
         if calls.size == 0:
             calls = np.flatnonzero((trace.kind == CPU_OP) & trace.name_table_mask(
                 lambda n: n in ("aten::_local_scalar_dense",)))
@@ -38,6 +40,19 @@ def sync_rows(trace: Trace) -> np.ndarray:
                                      & (trace.ts[copies] <= trace.end[c])).any()) for c in calls.tolist()]]
         return calls[np.argsort(trace.ts[calls], kind="stable")]
     return trace.cached("sync_rows", compute)
+
+
+def _recorded_waits(trace: Trace) -> np.ndarray:
+    """Per row: a runtime call that a host-blocking SYNC record names (not a stream waiting on an event)."""
+    out = np.zeros(len(trace), dtype=bool)
+    waits = np.flatnonzero((trace.kind == SYNC) & (trace.correlation >= 0) &
+                           ~trace.name_table_mask(lambda n: n == "Stream Wait Event"))
+    if waits.size == 0:
+        return out
+    calls = np.flatnonzero((trace.kind == RUNTIME) & (trace.correlation >= 0) &
+                           ~trace.name_table_mask(lambda n: "Query" in n))  # a query returns at once
+    out[calls[np.isin(trace.correlation[calls], trace.correlation[waits])]] = True
+    return out
 
 
 def origin_op(trace: Trace, rows: np.ndarray) -> list[str | None]:

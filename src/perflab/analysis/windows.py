@@ -11,6 +11,7 @@ import numpy as np
 
 from perflab.analysis.intervals import merge
 from perflab.analysis.links import gpu_rows, launch_of
+from perflab.analysis.records import records_end
 from perflab.errors import PerflabError
 from perflab.trace.model import CPU_OP, OTHER, STEP_RE, USER_ANNOTATION, Trace
 
@@ -145,23 +146,26 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         start, end = merge(steps.start[keep], end[keep])
         return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), steps.found_by)
     rows = gpu_rows(trace)
-    if rows.size:  # from the first launch to the end of the last GPU op
+    if rows.size:  # from the first launch to the end of the last GPU op (or where the GPU records stop)
         links = launch_of(trace)[rows]
         first = min(float(trace.ts[rows].min()), float(trace.ts[links[links >= 0]].min(initial=np.inf)))
-        return Windows(np.array([first]), np.array([trace.end[rows].max()]), "gpu-span", (), _NO_STEPS + "GPU work")
+        last = min(float(trace.end[rows].max()), records_end(trace))
+        return Windows(np.array([first]), np.array([max(last, first)]), "gpu-span", (), _NO_STEPS + "GPU work")
     return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span", (), _NO_STEPS + "trace")
 
 
-_NO_STEPS = ("no steps found (no ProfilerStep, no repeated annotation or iteration that launches most of the GPU "
-             "work): the analysis covers the span of the ")
+_NO_STEPS = ("no steps found (no ProfilerStep, NVTX step range, repeated annotation or iteration that launches "
+             "most of the GPU work): the analysis covers the span of the ")
 
 
 def _recorded_end(trace: Trace) -> float:
-    """End of the last event other than the profiler's own span and the step ranges."""
+    """End of the last event other than the profiler's own span and the step ranges; earlier when the GPU
+    records stop before the launches do (analysis/records.py)."""
     def compute() -> float:
         ignore = (trace.kind == OTHER) | trace.name_table_mask(lambda n: STEP_RE.fullmatch(n.strip()) is not None)
         ends = trace.end[~ignore]
-        return float(ends.max()) if ends.size else float(trace.end.max())
+        last = float(ends.max()) if ends.size else float(trace.end.max())
+        return min(last, records_end(trace))
     return trace.cached("recorded_end", compute)
 
 

@@ -11,8 +11,9 @@ from perflab.errors import PerflabError
 DIFF_HELP = (
     "Compare two profiles: step time (median and spread), GPU busy, GPU time per step by kernel type and "
     "by kernel, and the doctor's findings that appeared, disappeared or changed severity.\n\n"
-    "BEFORE and AFTER are Kineto traces (.json/.json.gz), folders of per-rank traces, or run:N for the "
-    "N-th latest run that `perflab run` recorded (run:1 is the latest).\n\n"
+    "BEFORE and AFTER are Kineto traces (.json/.json.gz), folders of per-rank traces, Nsight Systems exports "
+    "(.sqlite; .nsys-rep through nsys; the two sides may be of different formats), or run:N for the N-th latest "
+    "run that `perflab run` recorded (run:1 is the latest).\n\n"
     "Or two Nsight Compute reports (.ncu-rep or its raw-page CSV, gzipped or not) of the same kernel(s) "
     "under two configurations: a kernel-level diff, per matched kernel the key metrics (duration, grid, "
     "waves per SM, occupancy, DRAM/SM throughput, L2 hit rate, registers, ...) sorted by how far they "
@@ -35,6 +36,8 @@ def diff(
     force: bool = typer.Option(False, "--force", help="overwrite existing --html/--plot files"),
     kernel: Optional[str] = typer.Option(None, "--kernel", help="Nsight Compute reports: compare only kernels "
                                          "whose name matches this regular expression"),
+    nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
+                                   help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
     from perflab.analysis.compare import compare, load_run, resolve
@@ -56,8 +59,9 @@ def diff(
         from perflab.report.diff import check_plot_path
 
         check_plot_path(plot)
-    b = load_run(before, rank=rank)
-    a = load_run(after, rank=rank)
+    steps = None if nvtx_steps.lower() == "none" else nvtx_steps
+    b = load_run(before, rank=rank, nvtx_steps=steps)
+    a = load_run(after, rank=rank, nvtx_steps=steps)
     result = compare(b, a, top=top)
     written = []
     if html is not None:
@@ -81,7 +85,8 @@ def diff(
 
 
 _KIND_WORDS = {"ncu": "an Nsight Compute report", "ncu-csv": "an Nsight Compute CSV export",
-               "memory": "a memory snapshot", "kineto": "a Kineto trace", "kineto-dir": "a folder of traces"}
+               "memory": "a memory snapshot", "kineto": "a Kineto trace", "kineto-dir": "a folder of traces",
+               "nsys": "an Nsight Systems export", "nsys-rep": "an Nsight Systems report"}
 
 
 def _kind(ref: str) -> str:
@@ -102,7 +107,8 @@ def _ncu_pair(before: str, after: str) -> bool:
     kb, ka = _kind(before), _kind(after)
     if (kb in ncu) != (ka in ncu):
         raise PerflabError(f"{before} is {_KIND_WORDS.get(kb, kb)} and {after} is {_KIND_WORDS.get(ka, ka)}: "
-                           "perflab diff compares Kineto traces with traces, or two Nsight Compute reports; not one of each")
+                           "perflab diff compares traces (Kineto or Nsight Systems) with traces, or two Nsight Compute reports; "
+                           "not one of each")
     return kb in ncu
 
 

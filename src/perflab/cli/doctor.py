@@ -10,14 +10,19 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
-        path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, "
-                                              "Nsight Compute report or memory snapshot; or run:N, the N-th "
-                                              "latest run in the run history (perflab profile, perflab run)."),
+        path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, Nsight "
+                                              "Systems export (.sqlite; .nsys-rep through nsys), Nsight Compute "
+                                              "report or memory snapshot; or run:N, the N-th latest run in the run "
+                                              "history (perflab profile, perflab run)."),
         json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/2)."),
         rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
         step: Optional[int] = typer.Option(None, "--step", help="Only ProfilerStep#N."),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing --html file."),
+        nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
+                                       help="Nsight Systems: the NVTX ranges that are steps (a regular expression "
+                                            "on the range name, group 1 the step number); auto: ProfilerStep#N, "
+                                            "else 'step N' / 'iteration N' / 'batch N'; none: no steps."),
     ) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
@@ -29,7 +34,7 @@ def register(app: typer.Typer) -> None:
             path = resolve(str(path))[0]
         if html is not None:
             check_output(html, force=force, inputs=[path])
-        report = diagnose(path, rank=rank, step=step)
+        report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
         if html is not None:
             from perflab.report.html import report_html
 

@@ -24,16 +24,29 @@ _OTHER_READERS = {
 }
 
 
-def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step: int | None = None) -> Report:
-    """Diagnose a Kineto trace (file, folder of ranks, or loaded Trace), an ncu report or a memory snapshot."""
+def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step: int | None = None,
+             nvtx_steps: str | None = "auto") -> Report:
+    """Diagnose a Kineto trace (file, folder of ranks, or loaded Trace), an Nsight Systems export (.sqlite, or
+    .nsys-rep/.qdrep through `nsys export`), an ncu report or a memory snapshot. `nvtx_steps`: which NVTX
+    ranges of an nsys export are steps ("auto", a regular expression, or None)."""
     if isinstance(path_or_trace, Trace):
         return diagnose_trace([path_or_trace], rank=rank, step=step)
     path = Path(path_or_trace)
     kind = sniff.sniff(path)
     if kind in _OTHER_READERS:
         return _dispatch(kind, path)
+    if kind in (sniff.NSYS, sniff.NSYS_REP):
+        from perflab.doctor.nsys import diagnose_nsys
+        from perflab.trace.nsys_rep import sqlite_for
+
+        return diagnose_nsys(sqlite_for(path) if kind == sniff.NSYS_REP else path, rank=rank, step=step,
+                             nvtx_steps=nvtx_steps)
+    if kind == sniff.SQLITE:
+        raise UnreadableInput(f"{path}: an SQLite file, but not an Nsight Systems export (give the output of "
+                              "`nsys export --type sqlite`)")
     if kind == sniff.UNKNOWN:
-        raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Compute report or a memory snapshot")
+        raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Systems export, an Nsight Compute report or a "
+                              "memory snapshot")
     from perflab.trace.kineto import load_folder, load_ranks
 
     if not path.is_dir():
@@ -73,11 +86,12 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
     trace = _pick_rank(traces, rank)
     ctx = Context.build(trace, step=step, ranks=traces)
-    source = {"path": trace.meta.get("path", ""), "kind": "kineto", "device": trace.meta.get("device_name", ""),
-              "ranks": [t.rank for t in traces], "rank": trace.rank,
+    source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
+              "device": trace.meta.get("device_name", ""), "ranks": [t.rank for t in traces], "rank": trace.rank,
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
                          **_cut_short(trace, ctx.windows)}}
-    notes = data_notes(traces)
+    _capture_facts(trace, source)
+    notes = data_notes(traces) + source.get("notes", [])
     if notes:
         source["notes"] = notes
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
@@ -108,6 +122,19 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
         analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
     return Report(source=source, verdict=_verdict(findings), findings=findings, analyses=_plain(analyses))
+
+
+def _capture_facts(trace: Trace, source: dict) -> None:
+    """Notes on the completeness of the records (every format), and an nsys export's capture facts."""
+    from perflab.analysis.records import trace_notes
+
+    notes = trace_notes(trace)
+    if trace.meta.get("source") == "nsys":
+        from perflab.trace.nsys_capture import capture_summary
+
+        source["capture"] = capture_summary(trace)
+    if notes:
+        source["notes"] = notes
 
 
 def _pick_rank(traces: list[Trace], rank: int | None) -> Trace:

@@ -243,7 +243,7 @@ def report_context(report: Any) -> dict[str, Any]:
     summary = (report.analyses or {}).get("summary") or {}
     return {"source": report.source, "kind": kind, "verdict": report.verdict,
             "findings": [finding_view(f) for f in report.findings], "stats": _stats(summary, (report.analyses or {}).get("cpu_time_split")),
-            "kineto": _kineto_charts(report) if kind == "kineto" and report.analyses else None,
+            "kineto": _kineto_charts(report) if kind in ("kineto", "nsys") and report.analyses.get("summary") else None,
             "ncu": _ncu_section(report), "memory": _memory_section(report)}
 
 

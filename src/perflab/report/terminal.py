@@ -29,7 +29,10 @@ def _evidence(f: Finding, limit: int = 3, skip: set[str] | frozenset = frozenset
 def render_report(report: Report, console: Console | None = None, *, events: int = 2) -> None:
     console = console or safe_console()
     src = report.source
-    where = f"{src.get('path', '')}  [{src.get('kind', '')}; {src.get('device', '')}"
+    kind = src.get("kind", "")
+    if (src.get("capture") or {}).get("nsys_version"):
+        kind += f" {src['capture']['nsys_version']}"
+    where = f"{src.get('path', '')}  [{kind}; {src.get('device', '')}"
     if len(src.get("ranks", [])) > 1:
         where += f"; rank {src.get('rank')} of ranks {src.get('ranks')}"
     console.print(Text(where + "]", style="dim"))

@@ -67,6 +67,9 @@ class Trace:
     concrete: np.ndarray | None = None  # int32, index into concretes ("Concrete Inputs" JSON: scalar args), -1 absent
     concretes: list[str] = field(default_factory=list)
     flows: dict[str, np.ndarray] = field(default_factory=dict)  # ac2g flow events: id, ts, phase
+    # optional per-row columns a reader adds beyond the common ones (Nsight Systems: pid, context, graph ids,
+    # registers, shared memory; see docs/CONTRACTS.md); each has the length of the trace
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

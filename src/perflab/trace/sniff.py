@@ -9,6 +9,8 @@ from typing import BinaryIO
 from perflab.errors import UnreadableInput
 
 KINETO, KINETO_DIR, NCU, NCU_CSV, MEMORY, UNKNOWN = "kineto", "kineto-dir", "ncu", "ncu-csv", "memory", "unknown"
+NSYS, NSYS_REP, SQLITE = "nsys", "nsys-rep", "sqlite"
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _PEEK = 1 << 20
 
@@ -59,6 +61,12 @@ def sniff(path: str | Path) -> str:
         raise UnreadableInput(f"{path}: the file is empty")
     if magic.startswith(b"NVR\x00") or magic.startswith(b"PK\x03\x04"):
         return NCU
+    if magic == b"SQLi":
+        from perflab.trace.nsys import is_export
+
+        return NSYS if is_export(path) else SQLITE
+    if path.suffix.lower() in NSYS_REPORT_SUFFIXES:  # Nsight Systems' own format: `nsys export` reads it
+        return NSYS_REP
     head = peek(path)
     if head.startswith(b"NVR\x00"):  # a gzipped .ncu-rep
         return NCU

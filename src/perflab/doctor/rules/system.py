@@ -9,7 +9,10 @@ order (rank is a stable sort).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from perflab.doctor.context import Context
+from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import EventRef, Finding
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
@@ -48,9 +51,10 @@ def host_sync(ctx: Context) -> list[Finding]:
         {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
          "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
          "sync_names": names},
-        "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
-        "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
-        "use non_blocking copies into pinned memory with an event when the host really needs the value.",
+        fix_for(ctx, "host-sync",
+            "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
+            "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
+            "use non_blocking copies into pinned memory with an event when the host really needs the value."),
         ctx.gaps.examples.get("sync", []),
     )
 
@@ -70,8 +74,9 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
          "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
          "launch_delay_p50_us": launches["launch_delay_us"]["p50"]},
-        "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
-        "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step.",
+        fix_for(ctx, "launch-overhead",
+            "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
+            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step."),
         ctx.gaps.examples.get("launch", []),
     )
 
@@ -82,9 +87,12 @@ def host_compute(ctx: Context) -> list[Finding]:
 
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
-    top, warmup, stray, fix_first = "", None, None, ""
+    top, warmup, stray, fix_first, once = "", None, None, "", False
+    nsys = ctx.trace.meta.get("source") == "nsys"
     if not ops:
-        top = ("; no recorded op holds it: it is Python code between ops (with_stack=True or a sampler such as "
+        top = ("; no recorded range or call holds it: it is host code between CUDA calls (NVTX ranges, or nsys's "
+               "CPU sampling with --sample=process-tree, name it)" if nsys else
+               "; no recorded op holds it: it is Python code between ops (with_stack=True or a sampler such as "
                "py-spy names the functions)")
     else:
         o = ops[0]
@@ -93,9 +101,13 @@ def host_compute(ctx: Context) -> list[Finding]:
             where = "the host is mostly inside" if share >= 50 else "the largest share of it is inside"
             top = (f"; {where} {o['name']} ({share:.0f}% of that idle time; its longest call "
                    f"takes {o['dur_us'] / 1e3:.2f} ms of CPU)")
+        elif nsys:  # no range or call holds it: host code between CUDA calls, which the export cannot name
+            top = (f"; no recorded range or call holds it (the top one, {o['name']}, {share:.0f}%): it is host code "
+                   "between CUDA calls (NVTX ranges, or nsys's CPU sampling with --sample=process-tree, name it)")
         else:  # no op holds the idle time: it is Python between the ops, which the op list cannot name
             top = (f"; no recorded op holds it (the top one, {o['name']}, {share:.0f}%): it is Python code between "
                    "ops (with_stack=True or a sampler such as py-spy names the functions)")
+        once = _runs_once(ctx, o["name"])
         warmup = first_call_outlier(ctx.trace, o["name"])
         stray = None if warmup else stray_call_outlier(ctx.trace, o["name"])
         if o["name"].startswith("Torch-Compiled Region"):
@@ -108,6 +120,13 @@ def host_compute(ctx: Context) -> list[Finding]:
                 "profiled window")
         fix_first += ("First profile the steady state: run a few steps before profiling, or use "
                       "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
+    if once and not warmup:
+        top += ". It runs once in the analysed window"
+        fix_first += (f"{ops[0]['name']} runs once here: if it is one-time set-up (JIT compilation, module loading, "
+                      "allocation, initialization), profile the steady state instead: run a few iterations first, "
+                      + ("then capture only the iterations (cudaProfilerStart/Stop around them and `nsys profile "
+                         "--capture-range=cudaProfilerApi`, or --capture-range=nvtx). " if nsys else
+                         "then profile with torch.profiler.schedule(wait=1, warmup=2, active=3) and prof.step(). "))
     if stray:
         top += (f". One of its {stray['calls']} calls takes {stray['longest_ms']:.2f} ms, the median of the others "
                 f"{stray['median_ms']:.3f} ms: a thread descheduled on a busy host looks like this")
@@ -118,6 +137,7 @@ def host_compute(ctx: Context) -> list[Finding]:
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
+         **({"top_op_calls_in_window": 1} if once else {}),
          **({"stray_call": stray} if stray else {})},
         fix_first + "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
         "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
@@ -125,6 +145,15 @@ def host_compute(ctx: Context) -> list[Finding]:
         "new shape), keep shapes static (pad to fixed sizes, a static KV cache) or pick another backend.",
         ops + ctx.gaps.examples.get("host", []),
     )
+
+
+def _runs_once(ctx: Context, name: str) -> bool:
+    """The op holding the idle time is called once in a window without steps (a capture of one run)."""
+    if ctx.windows.kind in ("steps", "step") or name not in ctx.trace.names:
+        return False
+    t = ctx.trace
+    rows = np.flatnonzero(t.name == t.names.index(name))
+    return int(np.count_nonzero(ctx.windows.contains(t.ts[rows]))) == 1
 
 
 @rule
@@ -193,9 +222,10 @@ def pageable_memcpy(ctx: Context) -> list[Finding]:
          "pageable_mb_per_step": mb / ctx.n_steps, "pageable_gbps": mb / 1e3 / seconds if seconds else 0.0,
          "pageable_time_pct": ctx.share(seconds * 1e6), "copy_idle_pct": ctx.share(ctx.gaps.copy_idle.get("pageable", 0.0)),
          "directions": pageable},
-        "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
-        "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
-        "with compute.",
+        fix_for(ctx, "pageable-memcpy",
+            "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
+            "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
+            "with compute."),
         _copy_events(ctx, tuple(pageable), pageable_only=True),
     )
 
@@ -215,8 +245,9 @@ def no_overlap(ctx: Context) -> list[Finding]:
         f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
         {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
          "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
-        "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
-        "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader.",
+        fix_for(ctx, "no-overlap",
+            "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
+            "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader."),
         _copy_events(ctx, ("h2d", "d2h")),
     )
 
