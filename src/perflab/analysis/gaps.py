@@ -123,8 +123,8 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     # The call that issues the next op began before the gap and was still running through most of it (a
     # first cudaMemset initializing the driver, a launch loading its module): the GPU waits for the host.
     launch_end = np.where(launch >= 0, trace.end[np.maximum(launch, 0)], -np.inf)
-    in_call = queued & (launch_end >= gs + MAJORITY * length) & (length >= KERNEL_WAIT_US)
-    cause[in_call] = np.where(length[in_call] > LAUNCH_GAP_MAX_US, HOST, LAUNCH)
+    in_call = ((launch >= 0) & (np.minimum(launch_end, ge) - np.maximum(launch_ts, gs) >= MAJORITY * length)
+               & (length >= KERNEL_WAIT_US))
     host_tids = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
     host_end = np.where(host_wait, launch_ts, ge)
     quiet = _quiet_host(trace, gs, host_end, host_tids)
@@ -136,6 +136,7 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     cause[waiting_for_host & quiet] = HOST
     cause[waiting_for_host & _thread_share(gs, host_end, host_tids, lambda t: waiting(trace, t))] = WAIT
     cause[waiting_for_host & _thread_share(gs, host_end, host_tids, lambda t: allocator_time(trace, t))] = ALLOC
+    cause[in_call] = np.where(length[in_call] > LAUNCH_GAP_MAX_US, HOST, LAUNCH)  # not a wait: the call is the work
     cause[waiting_for_host & (profiler_bookkeeping(trace).covered(gs, ge) >= MAJORITY * length)] = OTHER
     cause[waiting_for_host & in_loader] = INPUT
     call_copy, in_copy_call = _copy_in_call(trace, copies, gs, ge)

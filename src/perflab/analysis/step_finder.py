@@ -50,9 +50,11 @@ class Found:
 
 
 def _candidate_name(name: str, kind: int) -> bool:
+    from perflab.analysis.waits import is_wait
+
     text = name.strip()
-    if not text or STEP_RE.fullmatch(text) or _NOT_A_STEP.search(text):
-        return False
+    if not text or STEP_RE.fullmatch(text) or _NOT_A_STEP.search(text) or is_wait(text):
+        return False  # a blocking wait (poll, select, futex) repeats on a background thread: never a step
     if kind == CPU_OP:  # record_function ranges are ops of old traces; dispatcher ops are not steps
         return "::" not in text and not re.search(r"Backward\d*$", text)
     if kind == PYTHON:
@@ -90,7 +92,8 @@ def find_steps(trace: Trace) -> Found | None:
     cum = np.concatenate(([0.0], np.cumsum(work)))
     span = float(trace.end[gpu_rows(trace)].max() - when[0])
     kinds = (USER_ANNOTATION, CPU_OP, PYTHON)
-    host = np.flatnonzero(np.isin(trace.kind, kinds) & (trace.dur > 0))
+    system_calls = [i for i, c in enumerate(trace.cats) if c.lower() == "os_runtime"]  # Nsight Systems' OS calls
+    host = np.flatnonzero(np.isin(trace.kind, kinds) & (trace.dur > 0) & ~np.isin(trace.cat, system_calls))
     if host.size == 0:
         return None
     ok_name = np.zeros(len(trace.names), dtype=bool)
@@ -102,7 +105,7 @@ def find_steps(trace: Trace) -> Found | None:
     if host.size == 0:
         return None
     # group by (name, thread); keep groups whose ranges last long enough to hold a workload
-    key = trace.name[host].astype(np.int64) * (1 << 32) + (trace.tid[host] & 0xFFFFFFFF)
+    key = trace.name[host].astype(np.int64) * (1 << 32) + (trace.tid[host].astype(np.int64) & 0xFFFFFFFF)
     order = np.lexsort((trace.ts[host], key))
     host, key = host[order], key[order]
     cuts = np.flatnonzero(np.diff(key)) + 1

@@ -69,11 +69,11 @@ def sql(
 
 
 def _render(cols: list[str], rows: list[tuple], limit: int) -> None:
-    from rich.console import Console
+    from perflab.report.console import safe_console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    console = safe_console()  # cells come from the file: no markup, no control characters
     table = Table(show_header=True, header_style="bold", expand=False)
     for c in cols:
         table.add_column(c, overflow="fold")

@@ -68,11 +68,11 @@ def stats(
 
 
 def _render(path: Path, trace, tables, notes: list[str], top: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    from perflab.report.console import safe_console
+
+    console = safe_console()  # names come from the file: no markup read, control characters stripped
     kind = trace.meta.get("source", "kineto")
     if trace.meta.get("nsys_version"):
         kind += f" {trace.meta['nsys_version']}"

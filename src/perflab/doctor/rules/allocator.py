@@ -21,8 +21,13 @@ def allocator_churn(ctx: Context) -> list[Finding]:
         return []
     from perflab.analysis.host import first_call_outlier
 
+    from perflab.doctor.rules.cuda_fixes import fix as in_terms
+    from perflab.doctor.rules.system import _rate
+
     gain = ctx.gaps.pct("alloc")
     steps = ctx.n_steps
+    n_steps = len(ctx.windows.steps)
+    per = "per step" if n_steps else "in the analysed span"
     names = ", ".join(f"{n} x{c}" for n, c in list(calls["names"].items())[:3])
     first = calls["inside_first_call"]
     warmup = first_call_outlier(ctx.trace, first["op"]) if first.get("pct", 0) >= 50 else None
@@ -34,17 +39,19 @@ def allocator_churn(ctx: Context) -> list[Finding]:
                      "warmup), then read the trace again. ")
     return _finding(
         "allocator-churn", gain,
-        f"The host calls the device allocator {calls['count'] / steps:.0f}x per step ({names}), "
-        f"{calls['host_us'] / steps / 1e3:,.2f} ms per step ({calls['host_pct']:.0f}% of step time); the GPU waits "
-        f"meanwhile (cudaFree first drains it): ~{gain:.0f}% of step time.{note}",
+        f"The host calls the device allocator {_rate(calls['count'], n_steps)} ({names}), "
+        f"{calls['host_us'] / steps / 1e3:,.2f} ms {per} ({calls['host_pct']:.0f}% of step time); the GPU waits "
+        f"meanwhile{' (a free first drains it)' if calls['frees'] else ''}: ~{gain:.0f}% of step time.{note}"
+        + ("" if n_steps else " Without steps this may be one-time set-up: profile the steady state to tell."),
         {"gpu_idle_pct": 100.0 - ctx.gpu_busy_pct, "step_time_ms": ctx.step_ms, "steps": len(ctx.windows.steps),
          "allocator_calls_per_step": calls["count"] / steps, "frees_per_step": calls["frees"] / steps,
          "allocs_per_step": calls["allocs"] / steps, "allocator_ms_per_step": calls["host_us"] / steps / 1e3,
          "allocator_time_pct": calls["host_pct"], "allocator_idle_pct": gain, "allocator_calls": calls["names"],
          **({"warmup_in_window": warmup} if warmup else {})},
-        fix_first + "Let the caching allocator keep its memory between steps: take torch.cuda.empty_cache() (and gc.collect() "
+        fix_first + in_terms(ctx, "allocator-churn",
+        "Let the caching allocator keep its memory between steps: take torch.cuda.empty_cache() (and gc.collect() "
         "that frees CUDA tensors) out of the loop; allocate buffers once and reuse them (preallocated outputs, out=); "
         "with shapes that change every step, pad to a few sizes or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
-        "if memory runs short and the allocator frees its cache to retry, lower the peak instead.",
+        "if memory runs short and the allocator frees its cache to retry, lower the peak instead."),
         [ctx.event(r) for r in calls["longest_rows"]],
     )

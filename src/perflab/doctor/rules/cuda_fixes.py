@@ -15,6 +15,10 @@ CUDA_FIXES = {
     "pageable-memcpy": "Allocate the host buffers pinned (cudaMallocHost/cudaHostAlloc, or cudaHostRegister on "
                        "existing memory) once and reuse them; copy with cudaMemcpyAsync on a stream so the copies "
                        "run asynchronously and overlap with compute.",
+    "allocator-churn": "Allocate device and pinned host buffers once, outside the loop, and reuse them: cudaMalloc, "
+                       "cudaFree, cudaHostAlloc and cudaFreeHost synchronize and are slow (pinning host pages most of "
+                       "all); for temporaries whose size changes, use stream-ordered allocation (cudaMallocAsync / "
+                       "cudaFreeAsync with a memory pool that keeps its memory: cudaMemPoolAttrReleaseThreshold).",
     "no-overlap": "Issue the copies for iteration N+1 with cudaMemcpyAsync from pinned memory on a second stream "
                   "while iteration N computes (cudaEventRecord/cudaStreamWaitEvent to order them): the copy "
                   "engines run beside the SMs.",

@@ -42,11 +42,11 @@ def host_sync(ctx: Context) -> list[Finding]:
     if not sync.get("draining_syncs"):
         return []
     names = ctx.syncs["names"]
-    what = ", ".join(f"{n} {_rate(c, ctx.n_steps)}" for n, c in list(names.items())[:3])
+    what = ", ".join(f"{n} {_rate(c, len(ctx.windows.steps))}" for n, c in list(names.items())[:3])
     total = ctx.syncs["per_step"] * ctx.n_steps
     return _finding(
         "host-sync", gain,
-        f"The host blocks on the GPU {_rate(total, ctx.n_steps)} ({what}); each time the GPU "
+        f"The host blocks on the GPU {_rate(total, len(ctx.windows.steps))} ({what}); each time the GPU "
         f"queue drains and the GPU waits for the host to restart it: ~{gain:.0f}% of step time.",
         {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
          "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
