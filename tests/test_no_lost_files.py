@@ -30,7 +30,7 @@ WRITERS = {
     "check": "test_start_and_run_and_check_write_new_files_only",
 }
 # commands that write no file (answers, hints, progress go to the progress database)
-READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress"}
+READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "sql"}  # stats/sql print to stdout
 
 
 def _commands(group, prefix="") -> set[str]:

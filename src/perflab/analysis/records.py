@@ -82,4 +82,7 @@ def trace_notes(trace: Trace) -> list[str]:
         why = (trace.meta.get("capture") or {}).get("no_gpu_work")
         if why:
             notes.insert(0, f"no GPU activity in this capture: {why}")
-    return notes + (record_notes(trace) if len(trace) else [])
+    # with no GPU record at all the GPU was not recorded (analysis/recording.py says so), not cut short
+    from perflab.analysis.links import gpu_rows
+
+    return notes + (record_notes(trace) if len(trace) and gpu_rows(trace).size else [])
