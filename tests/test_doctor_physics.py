@@ -64,3 +64,14 @@ def test_the_attention_gap_explains_the_measured_slowdown_and_sdpa_does_not_beat
     assert predicted_after <= sdpa_gpu_ms                              # SDPA cannot beat the fused speed of light
     assert top.evidence["time_ms_per_step"] / sdpa_gpu_ms == pytest.approx(measured, rel=0.5)
     assert "unfused-elementwise" not in sdpa.ids()
+
+
+@pytest.mark.parametrize("name", ["fma_basic", "fma_throughput", "gemm_bf16_torch"])
+def test_an_fma_only_kernel_and_a_cublas_bf16_gemm_are_compute_bound_with_nothing_above_low(name):
+    """Recorded on the H100: work at the compute roof is no problem to report, whatever its DRAM traffic."""
+    from perflab.doctor.ncu import diagnose_profile
+    from perflab.trace.ncu import load
+
+    found = diagnose_profile(load(DATA.parent / "ncu" / f"{name}.csv")).findings
+    assert found[0].id in ("healthy", "compute-bound") and "compute-bound" in [f.id for f in found]
+    assert all(f.severity in ("low", "info") for f in found), [(f.id, f.severity) for f in found]
