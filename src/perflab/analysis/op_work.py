@@ -134,20 +134,23 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
     order = np.argsort(trace.ts[kernels], kind="stable")
     kernels, ops = kernels[order], ops[order]
     dur = trace.dur
-    for op in np.unique(ops).tolist():
-        mine = kernels[ops == op]
+    no_op = ops < 0
+    _orphans(trace, kernels[no_op], unmodelled)
+    unshaped = ~no_op
+    unshaped[unshaped] = trace.shape[ops[unshaped]] < 0
+    _sum_by_name(trace, ops[unshaped], dur[kernels[unshaped]], unmodelled, "no_shapes")
+    keep = ~no_op & ~unshaped
+    kernels, ops = kernels[keep], ops[keep]
+    by_op = np.argsort(ops, kind="stable")       # each op's kernels together, in time order within it
+    sorted_ops = ops[by_op]
+    starts = np.flatnonzero(np.r_[True, sorted_ops[1:] != sorted_ops[:-1]]) if ops.size else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], ops.size]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        op = int(sorted_ops[a])
+        mine = kernels[by_op[a:b]]
         us = float(dur[mine].sum())
-        if op < 0:
-            launched_by = launch_of(trace)[mine]
-            for r, by in zip(mine.tolist(), launched_by.tolist()):
-                why = "graph_replay" if by >= 0 and "GraphLaunch" in trace.name_of(by) else "no_op"
-                _unmodelled(unmodelled, why, trace.name_of(r), float(dur[r]), 1)
-            continue
         name = trace.name_of(op)
         sid, tid, cid = int(trace.shape[op]), int(trace.dtype[op]), int(trace.concrete[op])
-        if sid < 0:
-            _unmodelled(unmodelled, "no_shapes", name, us, mine.size)
-            continue
         longest = int(mine[np.argmax(dur[mine])])
         key = (name, sid, tid, cid)
         if key not in decoded:
@@ -179,9 +182,9 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
         if dur[longest] > g.kernel_us:
             g.kernel, g.kernel_us = trace.name_of(longest), float(dur[longest])
             g.grid, g.block = int(trace.grid[longest]), int(trace.block[longest])
-    for r in copies.tolist():
-        _copy_group(trace, r, groups, unmodelled)
     host_link = _host_copies(trace, copies)
+    for r in copies[~np.isin(copies, host_link)].tolist():
+        _copy_group(trace, r, groups, unmodelled)
     total = float(dur[rows].sum() - dur[host_link].sum()) if rows.size else 0.0
     shaped = bool((trace.shape >= 0).any())
     for slot in unmodelled.values():
@@ -201,24 +204,47 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
                   kernel_rows=k_rows_a, kernel_ops=k_ops, kernel_groups=k_groups_a)
 
 
+def _orphans(trace: Trace, rows: np.ndarray, unmodelled: dict) -> None:
+    """Kernels tied to no op: launched by a CUDA-graph replay, or by no op the trace recorded (summed per name)."""
+    if not rows.size:
+        return
+    by = launch_of(trace)[rows]
+    graph_names = {i for i, n in enumerate(trace.names) if "GraphLaunch" in n}
+    replay = np.zeros(rows.size, dtype=bool)
+    if graph_names:
+        replay[by >= 0] = np.isin(trace.name[by[by >= 0]], list(graph_names))
+    for why, mask in (("graph_replay", replay), ("no_op", ~replay)):
+        _sum_by_name(trace, rows[mask], trace.dur[rows[mask]], unmodelled, why)
+
+
+def _sum_by_name(trace: Trace, rows: np.ndarray, us: np.ndarray, unmodelled: dict, why: str) -> None:
+    """Kernel time summed per name of the row each kernel maps to (kernels counted, not the rows)."""
+    if not rows.size:
+        return
+    ids, inverse = np.unique(trace.name[rows], return_inverse=True)
+    total = np.bincount(inverse, weights=us)
+    count = np.bincount(inverse)
+    for i, t, c in zip(ids.tolist(), total.tolist(), count.tolist()):
+        _unmodelled(unmodelled, why, trace.names[i], float(t), int(c))
+
+
 def _host_copies(trace: Trace, copies: np.ndarray) -> np.ndarray:
     """Host<->device copies among the copy rows: they travel over the host link, outside the device's work."""
     from perflab.analysis.memcpy import direction
 
-    return np.asarray([r for r in copies.tolist() if trace.kind[r] == MEMCPY and direction(trace.name_of(r)) != "d2d"],
-                      dtype=np.int64)
+    memcpy = copies[trace.kind[copies] == MEMCPY]
+    ids = np.unique(trace.name[memcpy])
+    over_link = ids[[direction(trace.names[i]) != "d2d" for i in ids.tolist()]] if ids.size else ids
+    return memcpy[np.isin(trace.name[memcpy], over_link)]
 
 
 def _copy_group(trace: Trace, r: int, groups: dict, unmodelled: dict) -> None:
     """A memcpy/memset row: device-side bytes (D2D reads and writes them) from the trace's own byte count.
-    Host<->device copies travel over the host link, not device memory: the copy rules judge them."""
-    from perflab.analysis.memcpy import direction
-
+    Host<->device copies travel over the host link, not device memory: the copy rules judge them (the caller
+    leaves them out)."""
     name = trace.name_of(r)
     nbytes = float(trace.nbytes[r])
     us = float(trace.dur[r])
-    if trace.kind[r] == MEMCPY and direction(name) != "d2d":
-        return
     if not np.isfinite(nbytes) or nbytes < 0:
         _unmodelled(unmodelled, "no_bytes", name, us, 1)
         return
