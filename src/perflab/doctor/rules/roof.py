@@ -30,6 +30,21 @@ def ready(ctx: Context) -> bool:
     return ctx.op_work.shapes_recorded and ctx.ceilings.known and ctx.op_work.modelled_us > 0
 
 
+def unjudged_why(ctx: Context) -> str:
+    """Why the speed of light cannot be judged, naming what would let it be (ready(ctx) is False)."""
+    work = ctx.op_work
+    replayed = work.unmodelled.get("graph_replay", {}).get("us", 0.0)
+    if work.kernel_us > 0 and replayed >= 0.5 * work.kernel_us:
+        return (f"{100 * replayed / work.kernel_us:.0f}% of its GPU time is replayed from CUDA graphs, whose kernels "
+                "the trace ties to no op (profile a run with CUDA graphs off and record_shapes=True, or run "
+                "Nsight Compute on the top kernels)")
+    if not work.shapes_recorded:
+        return "the trace has no op shapes (profile with record_shapes=True)"
+    if not ctx.ceilings.known:
+        return f"no ceilings are known for {ctx.ceilings.device or 'this GPU'} (run `perflab bench` on it)"
+    return "no kernel could be tied to an op with shapes"
+
+
 def covers(ctx: Context) -> bool:
     """The work model prices most of the GPU's time: the name-based kernel rules (rules/trace_kernel.py) defer."""
     return ready(ctx) and ctx.op_work.modelled_us >= 0.5 * ctx.op_work.kernel_us

@@ -319,7 +319,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     roof. Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
     far above its speed of light is not healthy even when every gap is small on its own; where it cannot, the
     finding says so and how to record a trace that can."""
-    from perflab.doctor.rules.roof import ATTAINABLE, ready
+    from perflab.doctor.rules.roof import ATTAINABLE, ready, unjudged_why
 
     if any(f.severity in ("high", "medium") for f in findings):
         return []
@@ -341,9 +341,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
             return []   # far from the roof in many small pieces: the low findings speak, not `healthy`
         summary += f" Its ops run at {st['pct_of_roof']:.0f}% of their speed of light ({_sol_words(ctx)})."
     else:
-        why = ("the trace has no op shapes (profile with record_shapes=True)" if not ctx.op_work.shapes_recorded else
-               f"no ceilings are known for {ctx.ceilings.device or 'this GPU'} (run `perflab bench` on it)"
-               if not ctx.ceilings.known else "no kernel could be tied to an op with shapes")
+        why = unjudged_why(ctx)
         evidence["speed_of_light"] = f"not judged: {why}"
         summary += f" How close its kernels run to their roofs is not judged: {why}."
     roof = _gemm_roof(ctx) if top_type == "gemm" else None
