@@ -112,9 +112,12 @@ def filter_metrics(metrics: tuple[str, ...], available: set[str] | None) -> list
 
 def build_command(ncu: Path, out_base: Path, program: list[str], *, kernel: str | None = None,
                   section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
-                  metrics: list[str] | None = None, nvtx: bool = True) -> list[str]:
+                  metrics: list[str] | None = None, nvtx: bool = True, kill: bool = False) -> list[str]:
+    """The ncu command line; `kill`: stop the program once the launches are profiled (`--kill yes`)."""
     cmd = [str(ncu), "--clock-control", "none", "--set", section_set, "--target-processes", "all",
            "--launch-count", str(launch_count), "-f", "-o", str(out_base)]
+    if kill:
+        cmd += ["--kill", "yes"]
     if launch_skip:
         cmd += ["--launch-skip", str(launch_skip)]
     if kernel:
@@ -145,7 +148,7 @@ def _last_line(text: str) -> str:
 
 def profile(program: list[str], *, out_dir: Path, name: str | None = None, kernel: str | None = None,
             section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
-            extra_metrics: bool = True, force: bool = False) -> NcuRun:
+            extra_metrics: bool = True, force: bool = False, kill: bool = False) -> NcuRun:
     """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV. An existing
     report or CSV of the same name is replaced only with force."""
     from perflab.outputs import check_output
@@ -160,13 +163,13 @@ def profile(program: list[str], *, out_dir: Path, name: str | None = None, kerne
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu)) if extra_metrics else []
     cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
-                        launch_count=launch_count, launch_skip=launch_skip, metrics=metrics)
+                        launch_count=launch_count, launch_skip=launch_skip, metrics=metrics, kill=kill)
     report = out_base.with_suffix(".ncu-rep")
     report.unlink(missing_ok=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if not report.exists() and metrics:  # an extra metric this ncu rejects must not cost the profile
         cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
-                            launch_count=launch_count, launch_skip=launch_skip, metrics=None)
+                            launch_count=launch_count, launch_skip=launch_skip, metrics=None, kill=kill)
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if not report.exists():
         errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]
