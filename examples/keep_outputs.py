@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8192, help="rows per batch")
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--vocab", type=int, default=65536)
-    ap.add_argument("--fill", type=float, default=0.9, help="share of the device's memory the kept logits reach")
+    ap.add_argument("--fill", type=float, default=0.92, help="share of the device's memory the kept logits reach")
     ap.add_argument("--batches", type=int, default=0, help="batches to score [default: from --fill]")
     args = ap.parse_args()
 

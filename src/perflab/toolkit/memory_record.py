@@ -34,8 +34,9 @@ def memory_stats(torch: Any) -> dict[str, Any] | None:
         dev = torch.cuda.current_device()
         s = torch.cuda.memory_stats(dev)
         props = torch.cuda.get_device_properties(dev)
-        pools = {tuple(seg.get("segment_pool_id") or (0, 0)) for seg in torch.cuda.memory_snapshot()
-                 if seg.get("device", dev) == dev}
+        segments = torch.cuda.memory_snapshot()
+        segments = segments.get("segments", []) if isinstance(segments, dict) else segments
+        pools = {tuple(seg.get("segment_pool_id") or (0, 0)) for seg in segments if seg.get("device", dev) == dev}
         pools.discard((0, 0))
         return {"device": props.name, "total_mb": round(props.total_memory / MB, 1),
                 "peak_reserved_mb": round(s.get("reserved_bytes.all.peak", 0) / MB, 1),

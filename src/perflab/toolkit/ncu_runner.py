@@ -94,12 +94,37 @@ def parse_query_metrics(text: str) -> set[str]:
     return names
 
 
+def _metrics_cache(ncu: Path) -> Path | None:
+    """Where this ncu's metric names are kept (keyed by its path, size and time), or None."""
+    import hashlib
+
+    from perflab.paths import cache_dir
+
+    try:
+        real = ncu.resolve()
+        st = real.stat()
+        return cache_dir("ncu-metrics") / (hashlib.sha256(f"{real}|{st.st_size}|{st.st_mtime_ns}".encode())
+                                           .hexdigest()[:20] + ".txt")
+    except OSError:
+        return None
+
+
 def available_metrics(ncu: Path) -> set[str] | None:
+    """The base metric names this ncu offers (`ncu --query-metrics` takes seconds: kept in perflab's cache)."""
+    cache = _metrics_cache(ncu)
+    if cache is not None and cache.is_file():
+        names = set(cache.read_text().split())
+        if names:
+            return names
     try:
         proc = subprocess.run([str(ncu), "--query-metrics"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     names = parse_query_metrics(proc.stdout)
+    if names and cache is not None:
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("\n".join(sorted(names)))
+        os.replace(tmp, cache)
     return names or None
 
 
