@@ -31,16 +31,17 @@ class KernelTarget:
     function: str                    # the name ncu's --kernel-name matches
     gain_us: float                   # per step: actual minus speed of light (basis SOL), or the whole time (TIME)
     time_us: float                   # GPU time per step
-    sol_us: float | None             # speed-of-light time per step (None: not modelled)
+    sol_us: float | None             # speed-of-light time per step of its priced launches (None: not modelled)
     gain_pct: float                  # gain_us as a share of the step time
     basis: str
     launches_per_step: float
     row: int                         # the launch chosen for ncu (a kernel row of the trace)
     ops: list[dict] = field(default_factory=list)   # the op groups that launch it: op, dims, gap_us, bound
+    priced_us: float = 0.0           # per step: the time of its launches an op model prices (basis SOL)
 
     @property
     def pct_of_roof(self) -> float | None:
-        return 100.0 * self.sol_us / self.time_us if self.sol_us is not None and self.time_us > 0 else None
+        return 100.0 * self.sol_us / self.priced_us if self.sol_us is not None and self.priced_us > 0 else None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -55,6 +56,7 @@ def kernel_targets(trace: Trace, windows: Windows, work: OpWork, ceilings: Devic
     name_col, dur = trace.name, trace.dur
     gap: dict[int, float] = {}
     sol: dict[int, float] = {}
+    priced: dict[int, float] = {}
     best: dict[int, tuple[float, list[int]]] = {}       # name id -> (largest group gap share, that group's rows)
     ops: dict[int, list[dict]] = {}
     modelled: set[int] = set()
@@ -72,6 +74,7 @@ def kernel_targets(trace: Trace, windows: Windows, work: OpWork, ceilings: Devic
             mine = rows[name_col[rows] == nid]
             share = float(dur[mine].sum()) / g.time_us
             gap[nid] = gap.get(nid, 0.0) + share * g_gap
+            priced[nid] = priced.get(nid, 0.0) + float(dur[mine].sum())
             sol[nid] = sol.get(nid, 0.0) + share * s["sol_us"]
             ops.setdefault(nid, []).append({"op": g.name, "dims": g.dims[:200], "gap_us": share * g_gap / steps,
                                             "bound": s["bound"], "pct_of_roof": s["pct_of_roof"]})
@@ -83,20 +86,22 @@ def kernel_targets(trace: Trace, windows: Windows, work: OpWork, ceilings: Devic
     for nid in np.unique(name_col[kernels]).tolist():
         mine = kernels[name_col[kernels] == nid]
         time_us = float(dur[mine].sum()) / steps
-        if nid in gap:
+        if nid in gap:  # launches of it that no op prices (outside any recorded op) add nothing: unknown
             saved, basis, sol_us = gap[nid] / steps, SOL, sol[nid] / steps
             chosen = steady_launch(trace, np.asarray(best[nid][1]))
+            priced_us = priced[nid] / steps
         else:
             unpriced = np.asarray([r for r in mine.tolist() if r not in modelled], dtype=np.int64)
             if unpriced.size == 0:
                 continue
             saved, basis, sol_us = float(dur[unpriced].sum()) / steps, TIME, None
             chosen = steady_launch(trace, unpriced)
+            priced_us = 0.0
         name = trace.names[nid]
         out.append(KernelTarget(
             kernel=name, function=function_name(name), gain_us=saved, time_us=time_us, sol_us=sol_us,
             gain_pct=100.0 * saved / step_us if step_us > 0 else 0.0, basis=basis,
-            launches_per_step=mine.size / steps, row=chosen,
+            launches_per_step=mine.size / steps, row=chosen, priced_us=priced_us,
             ops=sorted(ops.get(nid, []), key=lambda o: -o["gap_us"])[:5]))
     out.sort(key=lambda t: -t.gain_us)
     return out

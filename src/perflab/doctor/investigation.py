@@ -129,17 +129,34 @@ def _kernels(l1: Level1, ev: Evidence, rec: dict, program: list[str] | None, fol
     first = done[0] if done else (entries[0] if entries else None)
     if first is not None:
         f = first.get("finding")
-        top = (f"{first['function']}: would save up to {first['gain_pct']:.1f} % of the step at its speed of light"
-               + (f"; ncu: {f['summary']}" if f else f"; {first['verdict']}"))
+        top = (f"{first['function']}: up to {first['gain_pct']:.1f} % of the step to gain at its speed of light"
+               + (f"; ncu: {ncu_words(f)} (~{first['ncu_gain_pct']:.1f} % of the step)" if f and
+                  first.get("ncu_gain_pct") is not None else f"; {first['verdict']}"))
     elif others:
         top = f"{others[0]['report_file']}: {others[0]['verdict']}"
     else:
         top = why or "no kernel to profile"
-    gain = first["gain_pct"] if first is not None else None
+    gain, unit = kernel_gain(first)
     return _level(2, status, took_s=number(r.get("took_s")), top_line=top, why=why, kernels=entries,
                   other_reports=others, finding=first.get("finding") if first else None, gain_pct=gain,
-                  gain_unit="% of step time (up to: the kernel's gap to its speed of light)",
-                  notes=[text(r["error"])] if text(r.get("error")) else [])
+                  gain_unit=unit, notes=[text(r["error"])] if text(r.get("error")) else [])
+
+
+def ncu_words(f: dict) -> str:
+    """A kernel finding's summary without the kernel's name in front (the entry names it)."""
+    kernel = str((f.get("evidence") or {}).get("kernel") or "")
+    summary = f["summary"]
+    return summary[len(kernel) + 2:] if kernel and summary.startswith(kernel + ": ") else summary
+
+
+def kernel_gain(k: dict | None) -> tuple[float | None, str]:
+    """What working on this kernel would give, as a share of the step: ncu's estimate when ncu profiled it (the
+    kernel doctor's gain on its time, times the kernel's share of the step), else its gap to its speed of light."""
+    if k is None:
+        return None, ""
+    if k.get("ncu_gain_pct") is not None:
+        return k["ncu_gain_pct"], "% of step time (ncu's estimate on the kernel's time)"
+    return k["gain_pct"], "% of step time (up to: the kernel's gap to its speed of light)"
 
 
 def _memory(ev: Evidence, rec: dict, program: list[str] | None, folder: Path, opts: dict) -> dict[str, Any]:
@@ -179,7 +196,8 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
         cands.append((SEVERITY_ORDER[f1["severity"]], -f1["gain_pct"], 0, 1))
     k = (l2.get("kernels") or [None])[0]
     if k is not None:
-        cands.append((SEVERITY_ORDER[severity_for(k["gain_pct"]) or "info"], -k["gain_pct"], 0, 2))
+        gain = kernel_gain(k)[0] or 0.0
+        cands.append((SEVERITY_ORDER[severity_for(gain) or "info"], -gain, 0, 2))
     if f3 and f3["id"] != "healthy":
         cands.append((SEVERITY_ORDER[f3["severity"]], 0.0, 1, 3))
     if not cands:
@@ -196,12 +214,15 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _head(level: int, scope: str, f: dict | None, kernel: dict | None, entry: dict) -> dict[str, Any]:
     if level == 2 or (kernel is not None and scope == "kernel"):
-        ncu = f"; ncu says: {kernel['finding']['summary']}" if kernel.get("finding") else ""
-        lead = (f"{f['summary']} " if level == 1 and f else "")
-        text_ = (f"{lead}The kernel to work on: {kernel['function']}, {kernel['time_us']:,.1f} µs per step at "
-                 f"{kernel['pct_of_roof'] if kernel['pct_of_roof'] is not None else '?'} % of its roof, up to "
-                 f"{kernel['gain_pct']:.1f} % of the step to gain{ncu}")
-        gain = f["gain_pct"] if level == 1 and f else kernel["gain_pct"]
+        ncu = f"; ncu: {ncu_words(kernel['finding'])}" if kernel.get("finding") else ""
+        share = f"{100 * kernel['time_us'] / kernel['step_us']:.0f} % of the step" if kernel.get("step_us") else ""
+        if level == 1 and f:   # the timeline's finding leads; ncu's reading of the kernel backs it
+            text_ = f"{f['summary']} The kernel: {kernel['function']} ({share}){ncu}."
+            gain = f["gain_pct"]
+        else:
+            gain, _ = kernel_gain(kernel)
+            text_ = (f"{kernel['function']} ({share}, at {kernel['pct_of_roof'] or 0:.0f} % of its roof by the "
+                     f"timeline){ncu}; ~{gain:.1f} % of the step to gain.")
         return {"level": level, "scope": "kernel", "text": text_, "gain_pct": gain, "gain_unit": "% of step time",
                 "kernel": kernel["kernel"], "function": kernel["function"]}
     unit = "% of reserved memory" if scope == "memory" else "% of step time"

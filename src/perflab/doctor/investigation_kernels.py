@@ -88,7 +88,8 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
             "gain_pct": round(t.gain_pct, 2), "basis": t.basis, "time_us": round(t.time_us, 3),
             "sol_us": round(t.sol_us, 3) if t.sol_us is not None else None,
             "pct_of_roof": round(t.pct_of_roof, 1) if t.pct_of_roof is not None else None,
-            "launches_per_step": round(t.launches_per_step, 2), "ops": t.ops, "plan": plan.to_dict(),
+            "launches_per_step": round(t.launches_per_step, 2), "step_us": round(l1.step_us, 3), "ops": t.ops,
+            "plan": plan.to_dict(),
             "chosen_launch": {"step": plan.step, "grid": plan.grid, "block": plan.block,
                               "duration_us": round(float(trace.dur[t.row]), 3)},
             "status": text(rec.get("status")) or ("done" if i in assigned else "not-run"),
@@ -125,7 +126,10 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
             e.update(finding=None, verdict=f"the kernel doctor failed: {type(exc).__name__}: {exc}", report=None)
             entries.append(e)
             continue
-        top = next((f for f in report.findings if f.id != "healthy"), report.top)
+        top = report.top  # the kernel doctor's own ranking: what `perflab doctor REPORT` leads with
+        if top is not None:  # ncu's estimate, as a share of the step: the share of the kernel's time times its time
+            kernel_gain = top.evidence.get("kernel_gain_pct", top.gain_pct) if top.severity != "info" else 0.0
+            e["ncu_gain_pct"] = round(kernel_gain * t.time_us / l1.step_us, 2) if l1.step_us else None
         e.update(finding=finding_dict(top, "% of the kernel's time"), verdict=report.verdict,
                  findings=[{"id": f.id, "severity": f.severity, "gain_pct": f.gain_pct} for f in report.findings[:5]],
                  report=report.to_dict())
@@ -149,7 +153,7 @@ def _others(reports: Reports, used: set[Path], targets: list[KernelTarget]) -> l
         fns = sorted({function_name(k.full_name or k.name) for k in prof.kernels})
         try:
             report = diagnose_profile(prof)
-            verdict, top = report.verdict, next((f for f in report.findings if f.id != "healthy"), report.top)
+            verdict, top = report.verdict, report.top
         except Exception as exc:
             verdict, top = f"the kernel doctor failed: {type(exc).__name__}: {exc}", None
         out.append({"report_file": p.name, "kernels": fns[:6], "level1_rank": {f: rank.get(f) for f in fns[:6]},

@@ -56,7 +56,7 @@ def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None) -> dict[st
     except PerflabError as exc:
         return {"finding": None, "verdict": f"the snapshot cannot be read: {exc}", "error": str(exc), "report": None,
                 "file": path.name}
-    top = next((f for f in report.findings if f.id != "healthy"), report.findings[0] if report.findings else None)
+    top = report.top  # the memory doctor's own ranking, as `perflab doctor SNAPSHOT` prints it
     dev = (report.analyses.get("memory") or {}).get("device") or {}
     totals, timeline = dev.get("totals") or {}, dev.get("timeline") or {}
     evidence = {"reserved_mb": totals.get("reserved_mb"), "allocated_mb": totals.get("allocated_mb"),

@@ -80,7 +80,7 @@ def system_entry(l1: Level1) -> dict[str, Any]:
     a = r.analyses or {}
     s = a.get("summary") or {}
     sol = a.get("speed_of_light") or {}
-    top = next((f for f in r.findings if f.id != "healthy"), r.findings[0] if r.findings else None)
+    top = r.top  # the doctor's own ranking, as `perflab doctor TRACE` prints it
     evidence = {k: s.get(k) for k in ("steps", "step_time_ms", "gpu_busy_pct", "kernels_per_step", "mean_kernel_us")
                 if s.get(k) is not None}
     step = sol.get("step") or {}
