@@ -29,6 +29,17 @@ for _ in range(10_000):
     kept.append(layer(torch.randn(4096, 1024, device="cuda")))
 """
 
+GROWING = """
+import torch
+class Grow(torch.nn.Module):           # one call = one step; each step's kernels get a bigger grid than the last
+    def forward(self, n):
+        return torch.cumsum(torch.arange(n, device="cuda", dtype=torch.float32), 0)
+model = Grow()
+for i in range(20):
+    model(65536 * (i + 1))
+torch.cuda.synchronize()
+"""
+
 
 def perflab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, cwd=cwd)
@@ -104,3 +115,19 @@ def test_out_of_memory_leads_to_the_memory_level(tmp_path):
     assert l3["status"] == "done" and any("out of GPU memory" in r for r in l3["reasons"])
     assert d["headline"]["level"] == 3 and l3["finding"]["id"] == "memory-capacity"
     assert (tmp_path / "inv" / "memory.json.gz").exists()
+
+
+def test_the_skip_lands_on_the_chosen_step_when_each_step_launches_a_different_grid(tmp_path):
+    """Every step launches the same kernels at a grid of its own: ncu profiles the chosen launch only if the count
+    from process start (warm-up steps included) is exact."""
+    app = tmp_path / "grow.py"
+    app.write_text(GROWING)
+    proc = perflab("investigate", "--json", "--kernels", "2", "--min-gain", "0", "--memory", "never", "--out",
+                   str(tmp_path / "inv"), "--", sys.executable, str(app))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kernels = json.loads(proc.stdout)["levels"][1]["kernels"]
+    print(json.dumps([{k: e[k] for k in ("function", "plan", "profiled")} for e in kernels], indent=1))
+    assert len(kernels) == 2
+    for k in kernels:
+        assert k["plan"]["exact"] and k["plan"]["step"] == 8 and k["plan"]["steps_before"] == 3
+        assert k["profiled"]["matches_chosen"] and k["profiled"]["grid"] == k["plan"]["grid"]
