@@ -105,3 +105,23 @@ def test_a_trace_from_the_first_step_skips_only_what_it_holds(tmp_path):
     trace = steps_trace(tmp_path, first=0, setup=False)
     plan = launch_plan(trace, steady_launch(trace, rows_named(trace, SOFTMAX)))
     assert plan.steps_before == 0 and plan.step == 2 and plan.skip == 2
+
+
+def test_a_kernel_launched_before_the_trace_counts_with_the_steps_before(tmp_path):
+    """The GPU runs behind the host: the last warm-up step's kernel can still run when recording starts. Its launch
+    call is not in the trace; it is one of the launches the steps before the trace make, not one of step #3's."""
+    b = synthetic.TraceBuilder()
+    for n in range(3, 8):
+        with b.step(n):
+            b.op("aten::_softmax", [(SOFTMAX, 8.0, (16, 1, 1), (128, 1, 1))])
+            b.python(20.0)
+    doc = b.to_dict()
+    first_step = next(e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#3")
+    late = dict(next(e for e in doc["traceEvents"] if e.get("cat") == "kernel"))
+    late["ts"], late["args"] = first_step["ts"] + 0.5, {**late["args"], "correlation": 999_999, "External id": 999_999}
+    doc["traceEvents"].append(late)
+    trace = kineto.load(synthetic.write_document(tmp_path / "t.json.gz", doc))
+    rows = rows_named(trace, SOFTMAX)
+    assert len(rows) == 6
+    plan = launch_plan(trace, steady_launch(trace, rows))
+    assert plan.exact and plan.per_step == 1 and plan.step == 5 and plan.skip == 3 + 2

@@ -142,10 +142,15 @@ class LaunchPlan:
 
 
 def _launch_times(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """When each kernel was launched (its runtime call; the kernel's own start without one): ncu counts
-    launches in the order the host made them."""
-    links = launch_of(trace)[rows]
-    return np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
+    """When each kernel was launched (its runtime call): ncu counts launches in the order the host made them. In a
+    trace that records launch calls, a kernel without one was launched before the recording began (the GPU runs
+    behind the host: a warm-up step's kernel still running when the first recorded step starts): -inf, before every
+    step. In a trace with no launch calls at all, the kernel's own start stands in."""
+    links = launch_of(trace)
+    kernels = np.flatnonzero(trace.kind == KERNEL)
+    recorded = bool((links[kernels] >= 0).any()) if kernels.size else False
+    mine = links[rows]
+    return np.where(mine >= 0, trace.ts[np.maximum(mine, 0)], -np.inf if recorded else trace.ts[rows])
 
 
 def step_index(steps, t: np.ndarray) -> np.ndarray:
@@ -169,6 +174,8 @@ def steady_launch(trace: Trace, rows: np.ndarray) -> int:
     latest step with one before it), else the middle row: far from set-up, with the steps before it as margin."""
     rows = np.asarray(rows, dtype=np.int64)
     when = _launch_times(trace, rows)
+    if np.isfinite(when).any():  # a launch the trace holds: one launched before it cannot be counted to
+        rows, when = rows[np.isfinite(when)], when[np.isfinite(when)]
     order = np.argsort(when, kind="stable")
     rows, when = rows[order], when[order]
     steps = profiler_steps(trace)

@@ -172,7 +172,7 @@ def _memory(ev: Evidence, rec: dict, program: list[str] | None, folder: Path, op
         status = status or ("not-needed" if not reasons else "missing")
         return _level(3, status, took_s=number(r.get("took_s")), reasons=reasons, top_line=why, why=why,
                       finding=None, commands=commands, notes=[], log=text(r.get("log")) or None, trigger=stats)
-    entry = memory_entry(ev.snapshots, stats)
+    entry = memory_entry(ev.snapshots, stats, reasons)
     commands["read"] = f"perflab doctor {shlex.quote(str(folder / entry['file']))}"
     status = "failed" if entry.get("error") else "done"
     if not reasons:

@@ -46,13 +46,19 @@ def not_needed(stats: dict[str, Any] | None) -> str:
             f"{stats.get('private_pools', 0)} private pools")
 
 
-def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None) -> dict[str, Any]:
-    """The memory doctor on the (first) snapshot, with the capacity the profiled process saw beside it."""
+def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None, reasons: list[str] = ()) -> dict[str, Any]:
+    """The memory doctor on the (first) snapshot, with the capacity the profiled process saw beside it and who
+    held the memory at its peak. When the program is short of memory (`reasons`) and the doctor finds nothing
+    wasted, the top line says who holds it: the program needs that much, or keeps it."""
+    from perflab.analysis.memory_peak import live_at_peak
     from perflab.doctor.memory import diagnose_memory
+    from perflab.trace.snapshot import load
 
     path = snapshots[0]
     try:
-        report = diagnose_memory(path)
+        snap = load(path)
+        report = diagnose_memory(snap)
+        peak = live_at_peak(snap)
     except PerflabError as exc:
         return {"finding": None, "verdict": f"the snapshot cannot be read: {exc}", "error": str(exc), "report": None,
                 "file": path.name}
@@ -65,8 +71,16 @@ def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None) -> dict[st
     if isinstance(stats, dict) and stats.get("total_mb"):
         evidence["device_total_mb"] = stats["total_mb"]
         evidence["process_peak_reserved_mb"] = stats.get("peak_reserved_mb")
+    evidence["peak_allocated_mb"] = peak["peak_allocated_mb"]
+    evidence["held_at_peak"] = peak["by_function"][:3]
+    verdict = report.verdict
+    holder = peak["by_function"][0] if peak["by_function"] else None
+    if reasons and holder and (top is None or top.severity == "info"):
+        verdict = (f"At the allocated peak ({peak['peak_allocated_mb']:,.0f} MB) {holder['function']} holds "
+                   f"{holder['mb']:,.0f} MB ({holder['pct']:.0f} %) in {holder['blocks']} blocks: the program needs or "
+                   f"keeps that much, the allocator wastes little of it. {report.verdict}")
     notes = [] if len(snapshots) == 1 else [f"{len(snapshots)} snapshots in the folder: {path.name} is read"]
-    return {"finding": finding_dict(top, "% of reserved memory"), "verdict": report.verdict,
+    return {"finding": finding_dict(top, "% of reserved memory"), "verdict": verdict,
             "evidence": {k: v for k, v in evidence.items() if v is not None}, "file": path.name,
             "findings": [{"id": f.id, "severity": f.severity, "gain_pct": f.gain_pct} for f in report.findings[:6]],
             "notes": notes, "report": report.to_dict()}
