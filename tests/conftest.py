@@ -20,6 +20,7 @@ RECORD_DATE = "2026-11-22T10:00:00+00:00"
 def _isolated_user_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PERFLAB_WORK", str(tmp_path / "work"))
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "160")
     monkeypatch.delenv("PERFLAB_CATALOG", raising=False)
     monkeypatch.delenv("PERFLAB_DEBUG", raising=False)

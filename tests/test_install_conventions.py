@@ -131,7 +131,7 @@ def test_bash_completion_installs_and_completes(tmp_path):
         return done.stdout.split()
 
     assert complete("doc") == ["doctor"]
-    assert complete("memory", "") == ["convert"]
+    assert complete("memory", "") == ["convert", "record"]
     assert "--html" in complete("doctor", "--h") and "--force" in complete("memory", "convert", "--f")
 
 

@@ -28,6 +28,7 @@ WRITERS = {
     "monitor": "test_monitor_csv", "scale": "test_scale_out", "profile": "test_profile_keeps_every_run",
     "start": "test_start_and_run_and_check_write_new_files_only", "run": "test_start_and_run_and_check_write_new_files_only",
     "check": "test_start_and_run_and_check_write_new_files_only",
+    "investigate": "test_investigate_keeps_every_run", "memory record": "test_memory_record_out",
 }
 # commands that write no file (answers, hints, progress go to the progress database)
 READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "sql"}  # stats/sql print to stdout
@@ -192,6 +193,39 @@ def test_profile_keeps_every_run(capsys, tmp_path, monkeypatch):
     # an explicit folder that holds an earlier run's traces is refused without --force
     refused(capsys, "profile", "--out", runs[0], "--", "python", script, why="already holds trace.json.gz")
     assert (runs[0] / "trace.json.gz").read_bytes() == (HOST_SYNC / "slow.trace.json.gz").read_bytes()
+
+
+def test_investigate_keeps_every_run(capsys, tmp_path, monkeypatch):
+    _stub_profile(monkeypatch, [HOST_SYNC / "slow.trace.json.gz", HOST_SYNC / "solution.trace.json.gz"])
+    from perflab.errors import PerflabError
+
+    def no_ncu():
+        raise PerflabError("no ncu here")
+
+    monkeypatch.setattr("perflab.toolkit.ncu_runner.find_ncu", no_ncu)
+    script = mine(tmp_path / "app.py", "")
+    html = mine(tmp_path / "r.html")
+    refused(capsys, "investigate", "--html", html, "--", "python", script)
+    refused(capsys, "investigate", "--html", script, "--force", "--", "python", script, why="never writes over its input")
+    assert html.read_text() == "mine" and script.read_text() == ""
+    assert cli(capsys, "investigate", "--", "python", script)[0] == 0
+    assert cli(capsys, "investigate", "--html", html, "--force", "--", "python", script)[0] == 0
+    runs = sorted((tmp_path / "work" / "investigate").iterdir())
+    assert len(runs) == 2 and all((r / "investigation.json").is_file() for r in runs)
+    assert (runs[0] / "trace.json.gz").read_bytes() == (HOST_SYNC / "slow.trace.json.gz").read_bytes()
+    assert "<html" in html.read_text()
+    refused(capsys, "investigate", "--out", runs[0], "--", "python", script, why="already holds")
+    assert (runs[0] / "trace.json.gz").read_bytes() == (HOST_SYNC / "slow.trace.json.gz").read_bytes()
+
+
+def test_memory_record_out(capsys, tmp_path):
+    script = mine(tmp_path / "app.py", "")
+    out = mine(tmp_path / "m.json.gz")
+    refused(capsys, "memory", "record", "--out", out, "--", "python", script)
+    for same in links_to(script, tmp_path / "links"):
+        refused(capsys, "memory", "record", "--out", same, "--force", "--", "python", script,
+                why="never writes over its input")
+    assert out.read_text() == "mine" and script.read_text() == ""
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from perflab.errors import PerflabError
 from perflab.report.console import clean
 
 # Each module adds its commands to the app; adding a module here adds its commands.
-COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "diff", "scale", "memory", "stats", "sql")
+COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql")
 
 
 HELP = "GPU inference profiling: puzzles, the doctor, and a toolkit for your own code."

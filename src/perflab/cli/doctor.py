@@ -12,7 +12,9 @@ def register(app: typer.Typer) -> None:
     def doctor(
         path: Path = typer.Argument(..., help="Kineto trace (.json/.json.gz), folder of per-rank traces, Nsight "
                                               "Systems export (.sqlite; .nsys-rep through nsys), Nsight Compute "
-                                              "report or memory snapshot; or run:N, the N-th latest run in the run "
+                                              "report or memory snapshot; a folder of one program's trace, ncu "
+                                              "reports and snapshot (what perflab investigate writes) gives the "
+                                              "merged top-down report; or run:N, the N-th latest run in the run "
                                               "history (perflab profile, perflab run)."),
         json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report (perflab.doctor/2)."),
         rank: Optional[int] = typer.Option(None, "--rank", help="Which rank of a multi-rank trace folder."),
@@ -34,6 +36,14 @@ def register(app: typer.Typer) -> None:
             path = resolve(str(path))[0]
         if html is not None:
             check_output(html, force=force, inputs=[path])
+        from perflab.doctor.investigation_files import is_investigation
+
+        if is_investigation(path):  # one program's trace, ncu reports, snapshot: the merged, top-down report
+            from perflab.cli.investigate import show
+            from perflab.doctor.investigation import build
+
+            show(build(path), json_out=json_out, html=html, force=force, inputs=[path])
+            return
         report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
         if html is not None:
             from perflab.report.html import report_html

@@ -39,13 +39,14 @@ def ncu(
     name: Optional[str] = typer.Option(None, "--name", help="report file name (default: the script's name)"),
     as_json: bool = typer.Option(False, "--json", help="print the doctor's report as JSON"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing report of the same name"),
+    kill: bool = typer.Option(False, "--kill", help="stop the program once the launches are profiled (ncu --kill yes)"),
 ) -> None:
     """Profile a program under Nsight Compute (--clock-control none), export the raw CSV, run the doctor."""
     from perflab.doctor.ncu import diagnose_ncu
     from perflab.toolkit.ncu_runner import profile
 
     run = profile(list(program or []), out_dir=out, name=name, kernel=kernel, section_set=section_set,
-                  launch_count=launch_count, launch_skip=launch_skip, force=force)
+                  launch_count=launch_count, launch_skip=launch_skip, force=force, kill=kill)
     if not as_json:
         typer.echo(f"wrote {run.report} and {run.csv}")
     _print_report(diagnose_ncu(run.report), as_json)

@@ -75,7 +75,10 @@ def data_notes(traces: list[Trace]) -> list[str]:
     return [f"rank {t.rank}: {n}" if prefix else n for t in traces if (n := note(t.meta))]
 
 
-def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
+def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | None = None,
+                   context=None) -> Report:
+    """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
+    analyses are then computed once for the caller and the doctor)."""
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
     from perflab.analysis.lanes import stream_lanes
     from perflab.analysis.speed_of_light import summarized
@@ -85,7 +88,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     from perflab.doctor.rules.system import healthy
 
     trace = _pick_rank(traces, rank)
-    ctx = Context.build(trace, step=step, ranks=traces)
+    ctx = context if context is not None else Context.build(trace, step=step, ranks=traces)
     source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
               "device": trace.meta.get("device_name", ""), "ranks": [t.rank for t in traces], "rank": trace.rank,
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,

@@ -277,3 +277,13 @@ def diff_html(diff: Any, before: Any = None, after: Any = None, *, title: str | 
                    types_svg=svg.paired_hbars([(c.name, c.before, c.after) for c in cats], unit="µs",
                                               label="GPU time per step by kernel type, before and after"),
                    kernels=diff.kernels, findings=diff.findings, sides=sides, notes=diff.notes)
+
+
+# ---- an investigation (doctor/investigation.py) ------------------------------------------------------------
+
+def investigation_html(inv: Any, *, title: str | None = None) -> str:
+    """The merged, top-down report of an investigation as one page."""
+    d = inv.to_dict()
+    lead = d["levels"][d["headline"]["level"] - 1].get("finding") or {}
+    return _render("investigation.html.j2", title=title or f"perflab investigation — {Path(d['folder']).name}", d=d,
+                   head_cls=SEVERITY_CLASS.get(lead.get("severity", ""), ""))

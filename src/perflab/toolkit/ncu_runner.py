@@ -94,12 +94,37 @@ def parse_query_metrics(text: str) -> set[str]:
     return names
 
 
+def _metrics_cache(ncu: Path) -> Path | None:
+    """Where this ncu's metric names are kept (keyed by its path, size and time), or None."""
+    import hashlib
+
+    from perflab.paths import cache_dir
+
+    try:
+        real = ncu.resolve()
+        st = real.stat()
+        return cache_dir("ncu-metrics") / (hashlib.sha256(f"{real}|{st.st_size}|{st.st_mtime_ns}".encode())
+                                           .hexdigest()[:20] + ".txt")
+    except OSError:
+        return None
+
+
 def available_metrics(ncu: Path) -> set[str] | None:
+    """The base metric names this ncu offers (`ncu --query-metrics` takes seconds: kept in perflab's cache)."""
+    cache = _metrics_cache(ncu)
+    if cache is not None and cache.is_file():
+        names = set(cache.read_text().split())
+        if names:
+            return names
     try:
         proc = subprocess.run([str(ncu), "--query-metrics"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     names = parse_query_metrics(proc.stdout)
+    if names and cache is not None:
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("\n".join(sorted(names)))
+        os.replace(tmp, cache)
     return names or None
 
 
@@ -112,9 +137,12 @@ def filter_metrics(metrics: tuple[str, ...], available: set[str] | None) -> list
 
 def build_command(ncu: Path, out_base: Path, program: list[str], *, kernel: str | None = None,
                   section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
-                  metrics: list[str] | None = None, nvtx: bool = True) -> list[str]:
+                  metrics: list[str] | None = None, nvtx: bool = True, kill: bool = False) -> list[str]:
+    """The ncu command line; `kill`: stop the program once the launches are profiled (`--kill yes`)."""
     cmd = [str(ncu), "--clock-control", "none", "--set", section_set, "--target-processes", "all",
            "--launch-count", str(launch_count), "-f", "-o", str(out_base)]
+    if kill:
+        cmd += ["--kill", "yes"]
     if launch_skip:
         cmd += ["--launch-skip", str(launch_skip)]
     if kernel:
@@ -145,7 +173,7 @@ def _last_line(text: str) -> str:
 
 def profile(program: list[str], *, out_dir: Path, name: str | None = None, kernel: str | None = None,
             section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
-            extra_metrics: bool = True, force: bool = False) -> NcuRun:
+            extra_metrics: bool = True, force: bool = False, kill: bool = False) -> NcuRun:
     """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV. An existing
     report or CSV of the same name is replaced only with force."""
     from perflab.outputs import check_output
@@ -160,13 +188,13 @@ def profile(program: list[str], *, out_dir: Path, name: str | None = None, kerne
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu)) if extra_metrics else []
     cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
-                        launch_count=launch_count, launch_skip=launch_skip, metrics=metrics)
+                        launch_count=launch_count, launch_skip=launch_skip, metrics=metrics, kill=kill)
     report = out_base.with_suffix(".ncu-rep")
     report.unlink(missing_ok=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if not report.exists() and metrics:  # an extra metric this ncu rejects must not cost the profile
         cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
-                            launch_count=launch_count, launch_skip=launch_skip, metrics=None)
+                            launch_count=launch_count, launch_skip=launch_skip, metrics=None, kill=kill)
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if not report.exists():
         errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]

@@ -221,20 +221,30 @@ class ProfiledRun:
 
     def explain_missing(self, target: dict[str, str], warmup: int) -> str:
         """Why no trace was written, in one line."""
-        what = target.get("script") or f"-m {target.get('module')}"
-        if not self.processes:
-            return (f"no process ran {what} with perflab's bootstrap: is perflab installed in the Python "
-                    "that the command runs (and not run with -I, -E or -S)?")
+        common = bootstrap_missing(target, self.processes, "profiling")
+        if common:
+            return common
         p = self.processes[0]
-        if p.get("error"):
-            return f"profiling failed in the profiled process: {p['error']}"
-        if not p["torch"]:
-            return f"{what} never imported torch: nothing to profile"
         if p["boundaries"] == 0:
             return ("no step began: the script ended before its first nn.Module call or time slice; "
                     "mark steps with --marker")
         return (f"only {p['boundaries']} step(s) ({p['steps_by']}) and --warmup {warmup}: "
                 "nothing left to record; lower --warmup")
+
+
+def bootstrap_missing(target: dict[str, str], processes: list[dict[str, Any]], doing: str) -> str | None:
+    """Why the bootstrap recorded nothing, when the reason is one every mode shares: no target process ran it,
+    it failed, or torch was never imported; None otherwise."""
+    what = target.get("script") or f"-m {target.get('module')}"
+    if not processes:
+        return (f"no process ran {what} with perflab's bootstrap: is perflab installed in the Python "
+                "that the command runs (and not run with -I, -E or -S)?")
+    p = processes[0]
+    if p.get("error"):
+        return f"{doing} failed in the profiled process: {p['error']}"
+    if not p.get("torch"):
+        return f"{what} never imported torch: nothing to record"
+    return None
 
 
 TRACE_GLOBS = ("trace.json.gz", "rank*.trace.json.gz")
@@ -247,25 +257,43 @@ def clear_traces(out: Path) -> None:
         old.unlink()
 
 
+# Runs CMD with the environment given and returns its exit status (perflab.toolkit.investigate bounds it in time).
+Runner = Callable[[Sequence[str], dict[str, str]], int]
+
+
+def boot_env(config: dict[str, Any]) -> dict[str, str]:
+    """The environment that makes CMD's target process(es) run perflab's bootstrap with `config`."""
+    env = dict(os.environ)
+    env[ENV_VAR] = json.dumps(config)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOT_DIR), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_booted(cmd: Sequence[str], config: dict[str, Any], run: Runner | None = None) -> tuple[int, list[dict]]:
+    """Run `cmd` with the bootstrap configured; its exit status and what each target process reported
+    (one JSON file per process in a temporary `meta_dir`)."""
+    meta_dir = Path(tempfile.mkdtemp(prefix="perflab-boot-"))
+    try:
+        env = boot_env({**config, "meta_dir": str(meta_dir)})
+        returncode = run(cmd, env) if run is not None else wait(start_command(cmd, env=env))
+        processes = [json.loads(p.read_text()) for p in sorted(meta_dir.glob("*.json"))]
+    finally:
+        shutil.rmtree(meta_dir, ignore_errors=True)
+    return returncode, processes
+
+
 def profile_command(cmd: Sequence[str], *, out: Path, steps: int = 10, warmup: int = 3, stack: bool = False,
                     memory: bool = False, marker: str | None = None, target: dict[str, str],
-                    slice_s: float = 0.1) -> ProfiledRun:
-    """Run `cmd` with its target process(es) profiling themselves; see the module docstring."""
+                    slice_s: float = 0.1, run: Runner | None = None) -> ProfiledRun:
+    """Run `cmd` with its target process(es) profiling themselves; see the module docstring. `run` runs the
+    command (default: wait for it, Ctrl-C going to it)."""
     check_counts(steps, warmup)  # here: in the profiled process an error could only be reported
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clear_traces(out)
-    meta_dir = Path(tempfile.mkdtemp(prefix="perflab-profile-"))
-    try:
-        config = {"out": str(out), "steps": steps, "warmup": warmup, "stack": stack, "memory": memory,
-                  "marker": marker, "slice_s": slice_s, "meta_dir": str(meta_dir), **target}
-        env = dict(os.environ)
-        env[ENV_VAR] = json.dumps(config)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOT_DIR), env.get("PYTHONPATH")]))
-        returncode = wait(start_command(cmd, env=env))
-        processes = [json.loads(p.read_text()) for p in sorted(meta_dir.glob("*.json"))]
-    finally:
-        shutil.rmtree(meta_dir, ignore_errors=True)
+    config = {"out": str(out), "steps": steps, "warmup": warmup, "stack": stack, "memory": memory,
+              "marker": marker, "slice_s": slice_s, **target}
+    returncode, processes = run_booted(cmd, config, run)
     processes.sort(key=lambda p: int(p["rank"]) if str(p.get("rank")).isdigit() else -1)
     traces = dict.fromkeys(Path(p["trace"]) for p in processes if p.get("trace"))  # ordered, no repeats
     return ProfiledRun(returncode, [t for t in traces if t.exists()], processes)

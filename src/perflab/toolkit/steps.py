@@ -275,6 +275,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def bootstrap(config: dict[str, Any]) -> None:
     """Set up step detection and profiling in this (target) process; see perflab.toolkit.profile."""
+    from perflab.toolkit.memory_record import memory_stats
     from perflab.toolkit.profile import Session, trace_path
 
     out = Path(config["out"])
@@ -318,11 +319,22 @@ def bootstrap(config: dict[str, Any]) -> None:
             "boundaries": detector.boundaries if detector else 0,
             "recorded_steps": session.recorded_steps if session is not None else 0,
             "trace": str(trace) if trace else None, "error": detector.error if detector else None,
+            "memory": memory_stats(sys.modules.get("torch")),
         }
-        (Path(config["meta_dir"]) / f"{os.getpid()}.json").write_text(json.dumps(meta))
+        report_meta(config, meta)
 
     atexit.register(finish)
+    when_torch_imported(on_torch)
+
+
+def when_torch_imported(callback: Callable[[Any], None]) -> None:
+    """Call `callback(torch)` now if torch is imported, else right after its first import."""
     if "torch" in sys.modules:
-        on_torch(sys.modules["torch"])
+        callback(sys.modules["torch"])
     else:
-        sys.meta_path.insert(0, _AfterImport("torch", on_torch))
+        sys.meta_path.insert(0, _AfterImport("torch", callback))
+
+
+def report_meta(config: dict[str, Any], meta: dict[str, Any]) -> None:
+    """What this process tells perflab: one JSON file per process in the run's meta_dir."""
+    (Path(config["meta_dir"]) / f"{os.getpid()}.json").write_text(json.dumps(meta))

@@ -27,7 +27,10 @@ def _perflab_profile():
         return
     del os.environ["PERFLAB_PROFILE"]  # processes the script starts itself are not profiled again
     try:
-        from perflab.toolkit.steps import bootstrap
+        if config.get("mode") == "memory":  # perflab memory record: the allocator's history, no profiler
+            from perflab.toolkit.memory_record import bootstrap
+        else:
+            from perflab.toolkit.steps import bootstrap
 
         bootstrap(config)
     except Exception as exc:  # never break the user's program

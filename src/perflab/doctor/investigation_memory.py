@@ -1,0 +1,86 @@
+"""Level 3 of an investigation: memory. When it is worth a snapshot (the numbers the profiled process reported at
+exit, and its output), and what the memory doctor finds in one."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perflab.doctor.investigation_system import finding_dict
+from perflab.errors import PerflabError
+
+# The CUDA allocator is under pressure when what it reserved at its peak nears the device's memory: the next
+# allocation that fits no cached block must free cached blocks (a retry) or fail.
+NEAR_CAPACITY = 0.85
+MIN_PRIVATE_POOLS = 2      # two graph captures with their own pools already hold memory neither can reuse
+OOM_TEXT = ("OutOfMemoryError", "CUDA out of memory")
+
+
+def memory_reasons(stats: dict[str, Any] | None, output: str = "") -> list[str]:
+    """Why the memory level is worth a snapshot, one sentence per reason; [] when nothing says so."""
+    reasons = []
+    stats = stats if isinstance(stats, dict) else {}
+    ooms = stats.get("num_ooms") or 0
+    if ooms or any(t in output for t in OOM_TEXT):
+        reasons.append(f"the program ran out of GPU memory ({ooms} out-of-memory error(s) counted by the allocator)"
+                       if ooms else "the program's output reports a CUDA out-of-memory error")
+    total, peak = stats.get("total_mb"), stats.get("peak_reserved_mb")
+    if isinstance(total, (int, float)) and isinstance(peak, (int, float)) and total > 0 and peak >= NEAR_CAPACITY * total:
+        reasons.append(f"the allocator's reserved memory peaked at {peak / 1024:,.1f} GiB of the device's "
+                       f"{total / 1024:,.1f} GiB ({100 * peak / total:.0f} %, at or above {100 * NEAR_CAPACITY:.0f} %)")
+    retries = stats.get("num_alloc_retries") or 0
+    if retries:
+        reasons.append(f"the allocator had to free its cache and retry cudaMalloc {retries} time(s): memory pressure")
+    pools = stats.get("private_pools") or 0
+    if pools >= MIN_PRIVATE_POOLS:
+        reasons.append(f"{pools} private memory pools (one per CUDA graph capture) were alive at exit")
+    return reasons
+
+
+def not_needed(stats: dict[str, Any] | None) -> str:
+    """Why level 3 was left out, with the numbers."""
+    if not isinstance(stats, dict) or stats.get("total_mb") is None:
+        return "no memory problem reported (the profiled process reported no CUDA memory numbers)"
+    return (f"not needed: the allocator's reserved memory peaked at {stats.get('peak_reserved_mb', 0) / 1024:,.2f} GiB of "
+            f"{stats['total_mb'] / 1024:,.1f} GiB ({100 * (stats.get('peak_reserved_mb') or 0) / stats['total_mb']:.0f} %), "
+            f"{stats.get('num_ooms', 0)} out-of-memory errors, {stats.get('num_alloc_retries', 0)} allocator retries, "
+            f"{stats.get('private_pools', 0)} private pools")
+
+
+def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None, reasons: list[str] = ()) -> dict[str, Any]:
+    """The memory doctor on the (first) snapshot, with the capacity the profiled process saw beside it and who
+    held the memory at its peak. When the program is short of memory (`reasons`) and the doctor finds nothing
+    wasted, the top line says who holds it: the program needs that much, or keeps it."""
+    from perflab.analysis.memory_peak import live_at_peak
+    from perflab.doctor.memory import diagnose_memory
+    from perflab.trace.snapshot import load
+
+    path = snapshots[0]
+    try:
+        snap = load(path)
+        report = diagnose_memory(snap)
+        peak = live_at_peak(snap)
+    except PerflabError as exc:
+        return {"finding": None, "verdict": f"the snapshot cannot be read: {exc}", "error": str(exc), "report": None,
+                "file": path.name}
+    top = report.top  # the memory doctor's own ranking, as `perflab doctor SNAPSHOT` prints it
+    dev = (report.analyses.get("memory") or {}).get("device") or {}
+    totals, timeline = dev.get("totals") or {}, dev.get("timeline") or {}
+    evidence = {"reserved_mb": totals.get("reserved_mb"), "allocated_mb": totals.get("allocated_mb"),
+                "peak_reserved_mb": timeline.get("peak_reserved_mb"), "peak_site": timeline.get("peak_site"),
+                "private_pools": (dev.get("private_pools") or {}).get("count")}
+    if isinstance(stats, dict) and stats.get("total_mb"):
+        evidence["device_total_mb"] = stats["total_mb"]
+        evidence["process_peak_reserved_mb"] = stats.get("peak_reserved_mb")
+    evidence["peak_allocated_mb"] = peak["peak_allocated_mb"]
+    evidence["held_at_peak"] = peak["by_function"][:3]
+    verdict = report.verdict
+    holder = peak["by_function"][0] if peak["by_function"] else None
+    if reasons and holder and (top is None or top.severity == "info"):
+        verdict = (f"At the allocated peak ({peak['peak_allocated_mb']:,.0f} MB) {holder['function']} holds "
+                   f"{holder['mb']:,.0f} MB ({holder['pct']:.0f} %) in {holder['blocks']} blocks: the program needs or "
+                   f"keeps that much, the allocator wastes little of it. {report.verdict}")
+    notes = [] if len(snapshots) == 1 else [f"{len(snapshots)} snapshots in the folder: {path.name} is read"]
+    return {"finding": finding_dict(top, "% of reserved memory"), "verdict": verdict,
+            "evidence": {k: v for k, v in evidence.items() if v is not None}, "file": path.name,
+            "findings": [{"id": f.id, "severity": f.severity, "gain_pct": f.gain_pct} for f in report.findings[:6]],
+            "notes": notes, "report": report.to_dict()}
