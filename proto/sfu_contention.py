@@ -47,6 +47,22 @@ def _f(x: float) -> str:
     return f"{np.float32(x)!r}".replace("np.float32(", "").rstrip(")") + "f"
 
 
+def direct(name: str, term: str, comment: str) -> str:
+    """One exp per (distance, centre): the slow variants, with `term` the exp of -gamma u^2."""
+    return f"""extern "C" __global__ void {name}(const float* __restrict__ r, float* __restrict__ out, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = r[i], acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {{
+    float u = x - k * DELTA;
+    acc = fmaf(W[k], {term}, acc);   // {comment}
+  }}
+  out[i] = acc;
+}}
+"""
+
+
 def source(p: dict) -> str:
     k, d, g = p["k"], p["delta"], p["gamma"]
     weights = ", ".join(_f(v) for v in p["w"])
@@ -57,40 +73,19 @@ def source(p: dict) -> str:
     return f"""
 #define K {k}
 #define BLOCK {BLOCK}
+#define DELTA {_f(d)}
 __constant__ float W[K] = {{{weights}}};
 __device__ __forceinline__ float ex2(float x) {{ float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
 
-extern "C" __global__ void pair_potential_direct(const float* __restrict__ r, float* __restrict__ out, int n) {{
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float x = r[i], acc = 0.f;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {{
-    float u = x - k * {_f(d)};
-    acc = fmaf(W[k], ex2({_f(c)} * u * u), acc);            // one MUFU.EX2 per term
-  }}
-  out[i] = acc;
-}}
-
-extern "C" __global__ void pair_potential_precise(const float* __restrict__ r, float* __restrict__ out, int n) {{
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float x = r[i], acc = 0.f;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {{
-    float u = x - k * {_f(d)};
-    acc = fmaf(W[k], expf({_f(-g)} * u * u), acc);          // libm expf: ~1 ulp, same one MUFU.EX2 inside
-  }}
-  out[i] = acc;
-}}
-
+{direct("pair_potential_direct", "ex2(" + _f(c) + " * u * u)", "one MUFU.EX2 per term")}
+{direct("pair_potential_precise", "expf(" + _f(-g) + " * u * u)", "libm expf: ~1 ulp, the same one MUFU.EX2 inside")}
 extern "C" __global__ void pair_potential_recurrence(const float* __restrict__ r, float* __restrict__ out, int n) {{
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float x = r[i], acc = 0.f;
 #pragma unroll
   for (int m = BLOCK / 2; m < K; m += BLOCK) {{               // block [m - BLOCK/2, m + BLOCK/2 - 1]
-    float u = x - m * {_f(d)};
+    float u = x - m * DELTA;
     float t = ex2({_f(c)} * u * u);                          // term m
     float up = ex2(fmaf({_f(a)}, u, {_f(b)}));               // term m+1 / term m
     float dn = ex2(fmaf({_f(-a)}, u, {_f(b)}));              // term m-1 / term m
