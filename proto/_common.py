@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -160,7 +161,7 @@ def main(mod: Any, argv: list[str] | None = None) -> int:
         try:
             row = measure(mod, label, seed=args.seed, reps=args.reps, variants=variants)
         except Exception as exc:  # noqa: BLE001 - a size that fails (memory, compile) must not cost the others
-            print(f"{mod.__name__.split('.')[-1]} [{label}] failed: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
+            print(f"{Path(mod.__file__).stem} [{label}] failed: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
             rows.append({"size": label, "error": f"{type(exc).__name__}: {str(exc)[:400]}"})
             torch.cuda.empty_cache()
             continue
@@ -169,8 +170,8 @@ def main(mod: Any, argv: list[str] | None = None) -> int:
         meds = "  ".join(f"{v}={row['median_ms'][v]:.4f}ms{'' if row['check'][v]['ok'] else '(WRONG)'}"
                          for v in row["median_ms"])
         sp = f"  slow/fast={row['speedup_fast']:.2f}x" if row["speedup_fast"] else ""
-        print(f"{mod.__name__.split('.')[-1]} [{label}] {meds}{sp}", flush=True)
-    result = {"prototype": mod.__name__.split(".")[-1], "device": torch.cuda.get_device_name(),
+        print(f"{Path(mod.__file__).stem} [{label}] {meds}{sp}", flush=True)
+    result = {"prototype": Path(mod.__file__).stem, "device": torch.cuda.get_device_name(),
               "torch": torch.__version__, "default_size": mod.DEFAULT, "rows": rows}
     if args.json:
         with open(args.json, "w") as f:

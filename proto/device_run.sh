@@ -16,6 +16,7 @@ export PYTHONUNBUFFERED=1
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /opt/nvidia/nsight-compute/ncu 2>/dev/null | head -1)
 METRICS="--metrics $(cat "$HERE/ncu_metrics.txt")"
 DEADLINE=$(( $(date +%s) + ${PROTO_BUDGET_S:-215} ))   # whole run: later steps are skipped, not cut short
+ONLY=${PROTO_ONLY:-.}   # a regex on prototype names: record only those
 log() { echo "[$(date +%T)] $*"; }
 left() {  # seconds a step may take: its own limit or what is left of the budget
   local r=$(( DEADLINE - $(date +%s) ))
@@ -43,6 +44,7 @@ EOF
 
 timing() {
   for p in sfu_contention async_copy_pipeline persistent_kernel warp_specialization zero_copy; do
+    [[ $p =~ $ONLY ]] || continue
     [ "$(left 90)" -lt 15 ] && { log "skip timing $p: out of time"; continue; }
     log "timing $p"
     timeout "$(left 90)" python3 "$HERE/$p.py" --sweep --json "$OUT/$p.timing.json" 2>&1 | tail -25
@@ -51,6 +53,7 @@ timing() {
 
 ncu_one() {  # prototype kernel-regex variant
   local base="$OUT/art/$1.$3"
+  [[ $1 =~ $ONLY ]] || return
   [ "$(left 75)" -lt 15 ] && { log "skip ncu $1 $3: out of time"; return; }
   log "ncu $1 $3"
   timeout "$(left 75)" "$NCU" --clock-control none --set full --profile-from-start off -k "regex:$2" -c 1 $METRICS -f \
@@ -79,6 +82,7 @@ ncu_all() {
 }
 
 traces() {
+  [[ persistent_kernel =~ $ONLY ]] || return
   for v in slow fast; do
     [ "$(left 60)" -lt 15 ] && { log "skip trace $v: out of time"; continue; }
     log "trace persistent_kernel $v"

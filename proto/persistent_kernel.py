@@ -1,11 +1,11 @@
 """persistent-kernel prototype: softmax over each of S variable-length segments of a packed ragged
-tensor (one segment per request: 64 to 2048 scores each), as a serving loop would do it.
+tensor (one segment per request: 64 to 8192 scores each), as a serving loop would do it.
 
 slow     one Triton launch per segment (a one-program kernel, the segment's offset and length as
-         arguments): S launches per step, each a few microseconds of GPU work behind ~10 us of host
-         launch cost (Python + driver), so the GPU idles between them (launch-bound).
-fast     one persistent launch: grid = number of SMs, each program loops over segments
-         pid, pid + #SMs, ... reading offsets and lengths from device arrays. Same per-segment code.
+         arguments): S launches per step, each a few microseconds of GPU work behind ~20 us of host
+         launch cost (Triton's Python launcher + the driver), so the GPU idles between them (launch-bound).
+fast     one persistent launch: grid = 4 programs per SM, each looping over segments
+         pid, pid + grid, ... reading offsets and lengths from device arrays. Same per-segment code.
 graph    the slow loop captured once in a CUDA graph and replayed (the other cure for launch
          overhead; extra reference, not profiled with ncu).
 """
@@ -22,14 +22,17 @@ import _common  # noqa: E402
 
 NAME = "segment_softmax"
 VARIANTS = ("slow", "fast", "graph")
-SIZES = {"S512": {"segments": 512}, "S2048": {"segments": 2048}, "S8192": {"segments": 8192}}
-DEFAULT = "S2048"
+SIZES = {"S1024": {"segments": 1024}, "S4096": {"segments": 4096}, "S8192": {"segments": 8192}}
+DEFAULT = "S8192"   # enough work per step that the one persistent launch keeps the GPU busier than the host
 TOL = (1e-5, 1e-6)
-BLOCK = 2048        # the longest segment
+BLOCK = 8192        # the longest segment
+MIN_LEN = 64
+WARPS = 8
+PROGRAMS_PER_SM = 4
 
 
-@triton.jit(do_not_specialize=["start", "length"])   # one compiled kernel for every segment
-def segment_softmax_one(x_ptr, out_ptr, start, length, BLOCK: tl.constexpr):
+@triton.jit
+def _softmax_segment(x_ptr, out_ptr, start, length, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < length
     x = tl.load(x_ptr + start + offs, mask=mask, other=-float("inf"))
@@ -37,16 +40,15 @@ def segment_softmax_one(x_ptr, out_ptr, start, length, BLOCK: tl.constexpr):
     tl.store(out_ptr + start + offs, e / tl.sum(e, axis=0), mask=mask)
 
 
+@triton.jit(do_not_specialize=["start", "length"])   # one compiled kernel for every segment
+def segment_softmax_one(x_ptr, out_ptr, start, length, BLOCK: tl.constexpr):
+    _softmax_segment(x_ptr, out_ptr, start, length, BLOCK)
+
+
 @triton.jit
 def segment_softmax_persistent(x_ptr, out_ptr, starts_ptr, lengths_ptr, num_segments, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
     for seg in range(tl.program_id(0), num_segments, tl.num_programs(0)):
-        start = tl.load(starts_ptr + seg)
-        length = tl.load(lengths_ptr + seg)
-        mask = offs < length
-        x = tl.load(x_ptr + start + offs, mask=mask, other=-float("inf"))
-        e = tl.exp(x - tl.max(x, axis=0))
-        tl.store(out_ptr + start + offs, e / tl.sum(e, axis=0), mask=mask)
+        _softmax_segment(x_ptr, out_ptr, tl.load(starts_ptr + seg), tl.load(lengths_ptr + seg), BLOCK)
 
 
 def setup(device: str, seed: int, segments: int) -> dict:
@@ -54,7 +56,7 @@ def setup(device: str, seed: int, segments: int) -> dict:
     import torch
 
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(64, BLOCK + 1, size=segments)
+    lengths = rng.integers(MIN_LEN, BLOCK + 1, size=segments)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     total = int(lengths.sum())
     gen = torch.Generator(device=device).manual_seed(int(seed))
@@ -63,14 +65,15 @@ def setup(device: str, seed: int, segments: int) -> dict:
              "lengths": [int(n) for n in lengths],
              "starts_dev": torch.as_tensor(starts, device=device, dtype=torch.int32),
              "lengths_dev": torch.as_tensor(lengths, device=device, dtype=torch.int32),
-             "sms": torch.cuda.get_device_properties(device).multi_processor_count, "graph": None}
+             "programs": PROGRAMS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count,
+             "graph": None}
     return state
 
 
 def _slow(state: dict):
     x, out = state["x"], state["out"]
     for start, length in zip(state["starts"], state["lengths"]):
-        segment_softmax_one[(1,)](x, out, start, length, BLOCK=BLOCK, num_warps=4)
+        segment_softmax_one[(1,)](x, out, start, length, BLOCK=BLOCK, num_warps=WARPS)
     return out
 
 
@@ -89,8 +92,9 @@ def _graph(state: dict):
 
 
 def _fast(state: dict):
-    segment_softmax_persistent[(state["sms"],)](state["x"], state["out"], state["starts_dev"], state["lengths_dev"],
-                                                len(state["lengths"]), BLOCK=BLOCK, num_warps=4)
+    segment_softmax_persistent[(state["programs"],)](state["x"], state["out"], state["starts_dev"],
+                                                     state["lengths_dev"], len(state["lengths"]), BLOCK=BLOCK,
+                                                     num_warps=WARPS)
     return state["out"]
 
 
@@ -104,7 +108,7 @@ def main_kernel(state: dict, variant: str):
         return _fast(state)
     i = max(range(len(state["lengths"])), key=state["lengths"].__getitem__)
     segment_softmax_one[(1,)](state["x"], state["out"], state["starts"][i], state["lengths"][i], BLOCK=BLOCK,
-                              num_warps=4)
+                              num_warps=WARPS)
     return state["out"]
 
 
@@ -120,7 +124,7 @@ def notes(state: dict) -> dict:
             "launches_per_step": {"slow": len(state["lengths"]), "fast": 1, "graph": 1}}
 
 
-def profile(out_path: str, variant: str, *, seed: int = 0, size: str = DEFAULT, steps: int = 5) -> None:
+def profile(out_path: str, variant: str, *, seed: int = 0, size: str = DEFAULT, steps: int = 3) -> None:
     """A torch.profiler (Kineto) trace of `steps` ProfilerStep#N steps of one variant, recorded the way
     perflab.puzzles.runner.profile_steps does it (warm-up, one profiler warm-up step, no sync per step)."""
     import torch
