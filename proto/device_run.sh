@@ -83,10 +83,11 @@ ncu_all() {
 
 traces() {
   [[ persistent_kernel =~ $ONLY ]] || return
-  for v in slow fast; do
+  for v in slow fast; do   # slow: 3 steps (8192 launches each), fast: 10
     [ "$(left 60)" -lt 15 ] && { log "skip trace $v: out of time"; continue; }
     log "trace persistent_kernel $v"
     timeout "$(left 60)" python3 "$HERE/persistent_kernel.py" --trace "$OUT/art/persistent_kernel.$v.trace.json" "$v" \
+      "$([ $v = slow ] && echo 3 || echo 10)" \
       && gzip -f "$OUT/art/persistent_kernel.$v.trace.json"
   done
 }

@@ -1,11 +1,12 @@
 """persistent-kernel prototype: softmax over each of S variable-length segments of a packed ragged
-tensor (one segment per request: 64 to 8192 scores each), as a serving loop would do it.
+tensor (one segment per request: 64 to 16384 scores each), as a serving loop would do it.
 
 slow     one Triton launch per segment (a one-program kernel, the segment's offset and length as
          arguments): S launches per step, each a few microseconds of GPU work behind ~20 us of host
          launch cost (Triton's Python launcher + the driver), so the GPU idles between them (launch-bound).
 fast     one persistent launch: grid = 4 programs per SM, each looping over segments
-         pid, pid + grid, ... reading offsets and lengths from device arrays. Same per-segment code.
+         pid, pid + grid, ... reading offsets and lengths from device arrays. Same per-segment code
+         (an online softmax over 4096-wide chunks: running max and rescaled sum, then a second pass).
 graph    the slow loop captured once in a CUDA graph and replayed (the other cure for launch
          overhead; extra reference, not profiled with ncu).
 """
@@ -25,7 +26,8 @@ VARIANTS = ("slow", "fast", "graph")
 SIZES = {"S1024": {"segments": 1024}, "S4096": {"segments": 4096}, "S8192": {"segments": 8192}}
 DEFAULT = "S8192"   # enough work per step that the one persistent launch keeps the GPU busier than the host
 TOL = (1e-5, 1e-6)
-BLOCK = 8192        # the longest segment
+BLOCK = 4096        # chunk width
+MAX_LEN = 16384     # the longest segment
 MIN_LEN = 64
 WARPS = 8
 PROGRAMS_PER_SM = 4
@@ -34,10 +36,17 @@ PROGRAMS_PER_SM = 4
 @triton.jit
 def _softmax_segment(x_ptr, out_ptr, start, length, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    mask = offs < length
-    x = tl.load(x_ptr + start + offs, mask=mask, other=-float("inf"))
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + start + offs, e / tl.sum(e, axis=0), mask=mask)
+    m = tl.full((), -float("inf"), tl.float32)
+    s = tl.zeros((), tl.float32)
+    for c in range(0, length, BLOCK):                    # pass 1: running max, sum rescaled to it
+        x = tl.load(x_ptr + start + c + offs, mask=c + offs < length, other=-float("inf"))
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    for c in range(0, length, BLOCK):                    # pass 2: normalize
+        mask = c + offs < length
+        x = tl.load(x_ptr + start + c + offs, mask=mask, other=-float("inf"))
+        tl.store(out_ptr + start + c + offs, tl.exp(x - m) / s, mask=mask)
 
 
 @triton.jit(do_not_specialize=["start", "length"])   # one compiled kernel for every segment
@@ -56,7 +65,7 @@ def setup(device: str, seed: int, segments: int) -> dict:
     import torch
 
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(MIN_LEN, BLOCK + 1, size=segments)
+    lengths = rng.integers(MIN_LEN, MAX_LEN + 1, size=segments)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     total = int(lengths.sum())
     gen = torch.Generator(device=device).manual_seed(int(seed))
@@ -124,7 +133,7 @@ def notes(state: dict) -> dict:
             "launches_per_step": {"slow": len(state["lengths"]), "fast": 1, "graph": 1}}
 
 
-def profile(out_path: str, variant: str, *, seed: int = 0, size: str = DEFAULT, steps: int = 3) -> None:
+def profile(out_path: str, variant: str, *, seed: int = 0, size: str = DEFAULT, steps: int = 10) -> None:
     """A torch.profiler (Kineto) trace of `steps` ProfilerStep#N steps of one variant, recorded the way
     perflab.puzzles.runner.profile_steps does it (warm-up, one profiler warm-up step, no sync per step)."""
     import torch
@@ -144,6 +153,6 @@ def profile(out_path: str, variant: str, *, seed: int = 0, size: str = DEFAULT, 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--trace":
-        profile(sys.argv[2], sys.argv[3], size=sys.argv[4] if len(sys.argv) > 4 else DEFAULT)
+        profile(sys.argv[2], sys.argv[3], steps=int(sys.argv[4]) if len(sys.argv) > 4 else 10)
         sys.exit(0)
     sys.exit(_common.main(sys.modules[__name__]))
