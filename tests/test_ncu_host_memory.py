@@ -9,15 +9,12 @@ kernel on a device copy (`fast`: DRAM at 89 %). On the head before this rule `sl
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from test_ncu_fixtures import has_ncu_report
+from test_ncu_fixtures import proto_report
 from test_ncu_limiters import edited
-from perflab.doctor.ncu import diagnose_ncu, diagnose_profile
+from perflab.doctor.ncu import diagnose_profile
 
-RECORDED = Path(__file__).resolve().parents[1] / "proto" / "artifacts" / "zero_copy"
 SYSMEM = "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum"
 READS = "lts__t_sectors_srcunit_tex_op_read.sum"
 GEN5_X16 = {"device__attribute_gpu_pci_ext_gpu_link_rate": 32000, "device__attribute_gpu_pci_ext_gpu_link_width": 16}
@@ -36,10 +33,7 @@ def host_reader(host_share: float, link_pct: float, *, link_known: bool = True):
 
 
 def recorded(variant: str):
-    path = RECORDED / f"{variant}.ncu-rep.gz"
-    if not path.exists() or not has_ncu_report():
-        pytest.skip(f"{path} or the ncu_report module is not here")
-    return diagnose_ncu(path)
+    return proto_report("zero_copy", variant)
 
 
 def test_a_kernel_whose_reads_come_over_the_pcie_link_is_bound_by_the_link():

@@ -8,15 +8,12 @@ MUFU each). On the head before this rule all three were `healthy, at the SM roof
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from test_ncu_fixtures import has_ncu_report
+from test_ncu_fixtures import proto_report
 from test_ncu_limiters import edited
-from perflab.doctor.ncu import diagnose_ncu, diagnose_profile
+from perflab.doctor.ncu import diagnose_profile
 
-RECORDED = Path(__file__).resolve().parents[1] / "proto" / "artifacts" / "sfu_contention"
 XU = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed"
 FMA = ("sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed",
        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed")
@@ -32,10 +29,7 @@ def sfu_kernel(xu: float, fma: float, issue: float):
 
 
 def recorded(variant: str):
-    path = RECORDED / f"{variant}.ncu-rep.gz"
-    if not path.exists() or not has_ncu_report():
-        pytest.skip(f"{path} or the ncu_report module is not here")
-    return diagnose_ncu(path)
+    return proto_report("sfu_contention", variant)
 
 
 def test_a_kernel_at_the_xu_roof_is_compute_bound_on_the_xu_pipe_not_healthy():
