@@ -48,6 +48,22 @@ def has_ncu_report() -> bool:
     return load_ncu_report_module() is not None
 
 
+def proto_path(prototype: str, variant: str) -> Path:
+    """A prototype's recording (proto/artifacts/PROTOTYPE/VARIANT.ncu-rep.gz, made on the H100 by
+    proto/device_run.sh); skips where it or the ncu_report module is not here."""
+    path = ROOT / "proto" / "artifacts" / prototype / f"{variant}.ncu-rep.gz"
+    if not path.exists() or not has_ncu_report():
+        pytest.skip(f"{path} or the ncu_report module is not here")
+    return path
+
+
+def proto_report(prototype: str, variant: str):
+    """The doctor's report of a prototype's recording (see proto_path)."""
+    from perflab.doctor.ncu import diagnose_ncu
+
+    return diagnose_ncu(proto_path(prototype, variant))
+
+
 @lru_cache(maxsize=None)
 def profile(name: str, source: str):
     """Loaded once per test session: source 'csv' or 'rep'."""

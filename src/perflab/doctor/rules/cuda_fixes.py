@@ -10,8 +10,10 @@ CUDA_FIXES = {
                  "nothing. Keep the loop's decisions on the device (read a convergence flag every N iterations with cudaMemcpyAsync "
                  "into pinned memory and an event), order streams with cudaEventRecord/cudaStreamWaitEvent, or "
                  "capture the loop in a CUDA graph.",
-    "launch-overhead": "Launch fewer, larger kernels: fuse short kernels, give each launch more work, or capture the "
-                       "sequence once in a CUDA graph (cudaStreamBeginCapture ... cudaGraphLaunch) and replay it.",
+    "launch-overhead": "Launch fewer, larger kernels: fuse short kernels, give each launch more work (one persistent "
+                       "kernel, a grid of a few blocks per SM looping over the work items, instead of a launch per "
+                       "item), or capture the sequence once in a CUDA graph (cudaStreamBeginCapture ... "
+                       "cudaGraphLaunch) and replay it.",
     "pageable-memcpy": "Allocate the host buffers pinned (cudaMallocHost/cudaHostAlloc, or cudaHostRegister on "
                        "existing memory) once and reuse them; copy with cudaMemcpyAsync on a stream so the copies "
                        "run asynchronously and overlap with compute.",

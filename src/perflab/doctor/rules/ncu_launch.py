@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 
+from perflab.analysis.ncu_sol import MEMORY_WAITS
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, BUSY_PCT, KernelContext, kernel_rule, make, sol_gap_pct
+from perflab.doctor.rules.ncu_kernel import is_matmul
+
+ASYNC_COPIES = ("smsp__inst_executed_op_ldgsts.sum", "smsp__inst_executed_op_tma_ld.sum")   # cp.async, TMA loads
 
 FEW_WAVES = 0.4   # a grid that fills under 40 % of the GPU's block slots at once: far too small
 
@@ -98,13 +102,31 @@ def low_occupancy(ctx: KernelContext) -> Finding | None:
         return None
     why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"
     theo = f", theoretical {occ.theoretical_pct:.0f} %" if occ.theoretical_pct is not None else ""
-    fix = LIMITER_FIX.get(why, "more resident warps")
+    fix = (f"Raise resident warps: {LIMITER_FIX.get(why, 'more resident warps')}; or more independent work per "
+           "thread (unrolled loads) to keep more bytes in flight with the warps there are.")
+    copies = synchronous_operand_loads(ctx)
+    if copies is not None:
+        fix = ("Overlap the operand loads with the MMAs instead of adding warps: stage the next K-tiles in shared "
+               "memory with asynchronous copies (cp.async or TMA) two to four stages deep (Triton num_stages >= 3, "
+               "a CUTLASS multistage mainloop). A tensor-core GEMM keeps its tensor cores busy at this occupancy "
+               "once its warps no longer wait for each tile.")
     return make(ctx, "low-occupancy", 100 * (1 - busiest / AT_ROOF_PCT) * (1 - occ.achieved_pct / 50),
-                {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric,
+                {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric, "async_copy_instructions": copies,
                  "blocks_per_sm_limit": ctx.launch.blocks_per_sm, "registers_per_thread": ctx.k.registers,
                  "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes, "block": ctx.k.block,
                  "grid_blocks": ctx.launch.grid_blocks, "busiest_unit_pct": busiest, **ctx.stall_evidence()},
-                f"Raise resident warps: {fix}; or more independent work per thread (unrolled loads) to keep "
-                "more bytes in flight with the warps there are.",
+                fix,
                 f"{occ.achieved_pct:.1f} % of warp slots occupied{theo} (limited by {why}), every unit under "
-                f"{max(busiest, 1):.0f} %")
+                f"{max(busiest, 1):.0f} %" + ("; its matrix operands arrive by synchronous loads (no cp.async, no "
+                                             "TMA) that its warps wait on" if copies is not None else ""))
+
+
+def synchronous_operand_loads(ctx: KernelContext) -> float | None:
+    """0 for a matmul whose warps mostly wait on global loads and that issues no asynchronous copy (cp.async
+    or TMA) to hide them behind its MMAs; None otherwise, or where the report cannot tell."""
+    counts = [ctx.m(m) for m in ASYNC_COPIES]
+    st = ctx.stalls
+    top = st.top(1) if st else []
+    if any(c is None for c in counts) or sum(counts) > 0 or not top or top[0].reason not in MEMORY_WAITS:
+        return None
+    return 0.0 if is_matmul(ctx) else None

@@ -1,7 +1,9 @@
 """What limits one kernel, the way Nsight Compute's speed-of-light analysis reasons:
 
 1. A unit at >= 80 % of its peak is the limit: `compute-bound` / `memory-bound` naming it (info: at its
-   roof, only less work helps), and `healthy` when no rule found waste.
+   roof, only less work helps), and `healthy` when no rule found waste. The exception is the XU pipe (the
+   special-function unit, an eighth of the FMA pipe's rate): at its roof the same math can move to wider
+   pipes, so it is `compute-bound` with the gain up to the next busiest resource, and never healthy.
 2. When no unit is there, the rules of ncu_launch/ncu_memory/ncu_kernel say why (small grid, occupancy,
    atomics, spills, access patterns, ...). When none of them does:
    - the busiest unit at 60-80 % of peak: that unit is the limit, below its roof;
@@ -47,7 +49,47 @@ def _roofline_evidence(ctx: KernelContext) -> dict:
             "achieved_dram_gbps": p.dram_bytes_per_s / 1e9 if p.dram_bytes else None}
 
 
+XU = "XU pipe"
+ISSUE = ("sm__issue_active.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_elapsed")
+
+
+def sfu_bound(ctx: KernelContext, ev: dict) -> Finding | None:
+    """The special-function unit at its roof. The XU pipe (MUFU: exp2, log2, sin, cos, rsqrt, reciprocal;
+    also some conversions) delivers 16 results per clock per SM on Hopper, an eighth of the FMA pipe: a
+    kernel held there waits on transcendental math that fewer calls, or polynomials on the FMA pipe, would
+    shorten. The gain is bounded by the next busiest resource (another pipe, a memory unit or the issue
+    slots), which would set the pace once the XU work were gone."""
+    xu = ctx.units.compute.get(XU)
+    if xu is None or xu < AT_ROOF_PCT or xu < ctx.units.busiest_compute[1] - 1.0:
+        return None
+    rest = {n: v for n, v in {**ctx.units.memory, **ctx.units.compute}.items() if n not in (XU, "SM")}
+    issue = ctx.m(*ISSUE)
+    if issue is not None:
+        rest["issue slots"] = issue
+    nxt, npct = max(rest.items(), key=lambda kv: kv[1]) if rest else (None, 0.0)
+    gain = 100 * (1 - npct / xu)
+    if gain < 3:
+        return None  # another resource is as busy: balanced, at its roof
+    xu_inst, inst = ctx.m("sm__inst_executed_pipe_xu.sum"), ctx.m("smsp__inst_executed.sum", "sm__inst_executed.sum")
+    share = 100 * xu_inst / inst if xu_inst is not None and inst else None
+    share_text = f" ({share:.0f} % of its instructions)" if share is not None else ""
+    fma = ctx.units.compute.get("FMA pipe")
+    return make(ctx, "compute-bound", gain,
+                {"limiting_unit": XU, "limiting_unit_pct": xu, "next_unit": nxt, "next_unit_pct": npct,
+                 "fma_pipe_pct": fma, "issue_slots_pct": issue, "xu_instructions": xu_inst,
+                 "xu_share_of_instructions_pct": share, **ev},
+                "Issue fewer special-function (MUFU) instructions per element: reuse them (exp(a+b) = exp(a) * "
+                "exp(b), a recurrence along a grid, one sincos for both, a table), or evaluate part of them as "
+                "polynomials on the FMA pipe (exp2 by range reduction and a short polynomial). Fast-math "
+                "intrinsics (__expf, --use_fast_math) do not help here: each still costs one MUFU instruction.",
+                f"the special-function unit ({XU}: exp, log, sin, rsqrt, reciprocal) runs at {xu:.0f} % of its peak"
+                f"{share_text}, an eighth of the FMA pipe's rate; the next busiest, {nxt}, at {npct:.0f} %")
+
+
 def at_roof(ctx: KernelContext, others: list[Finding], ev: dict) -> list[Finding]:
+    sfu = sfu_bound(ctx, ev)
+    if sfu is not None:
+        return [sfu]
     mem, mpct = ctx.units.busiest_memory
     comp, cpct = ctx.units.busiest_compute
     dram = ctx.units.memory.get("DRAM", 0.0)

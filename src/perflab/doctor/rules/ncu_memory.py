@@ -1,10 +1,11 @@
 """Kernel rules on where the bytes go (analysis/ncu_traffic.py): local memory (register-spill),
-atomics piling onto few addresses (atomic-contention), data re-read from DRAM (l2-miss)."""
+atomics piling onto few addresses (atomic-contention), data re-read from DRAM (l2-miss), reads from host
+memory over PCIe (memory-bound on the link)."""
 from __future__ import annotations
 
 from perflab.analysis import ncu_traffic
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import KernelContext, kernel_rule, make, mb, sol_gap_pct
+from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, KernelContext, kernel_rule, make, mb, sol_gap_pct
 from perflab.doctor.rules.ncu_kernel import global_excess, is_matmul
 
 
@@ -105,3 +106,52 @@ def l2_miss(ctx: KernelContext) -> Finding | None:
                 f"DRAM moves {mb(total)}, {total / t.compulsory_bytes:.1f}x the ~{mb(t.compulsory_bytes)} "
                 f"it must (as many bytes read as written), and L2 hits only {hit:.0f} % of reads: data is "
                 f"re-read from DRAM")
+
+
+SYSMEM_READ = ("lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum",
+               "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read_lookup_miss.sum")
+ALL_READ = "lts__t_sectors_srcunit_tex_op_read.sum"
+HOST_SHARE_PCT = 50.0   # host memory gives at least half of the kernel's reads
+LINK_SHARE_PCT = 50.0   # and moving those bytes at the link's ceiling takes at least half of its time
+
+
+def pcie_link_bytes_per_s(ctx: KernelContext) -> float | None:
+    """The GPU's PCIe link per direction: rate (MT/s per lane) x lanes / 8, less the line encoding
+    (128b/130b from Gen3 on, 8b/10b before). What ncu reports of the link the GPU trained to."""
+    rate = ctx.m("device__attribute_gpu_pci_ext_gpu_link_rate")
+    lanes = ctx.m("device__attribute_gpu_pci_ext_gpu_link_width")
+    if not rate or not lanes:
+        return None
+    return rate * 1e6 * lanes / 8 * (128 / 130 if rate >= 8000 else 0.8)
+
+
+@kernel_rule
+def host_memory_reads(ctx: KernelContext) -> Finding | None:
+    """Loads served from host (system) memory: mapped pinned memory, UVA pointers to pinned tensors,
+    host-resident managed memory. Each byte crosses PCIe, some 50x slower than HBM; when the link's time
+    for those bytes is most of the kernel's, the link is its limit (the warps only see long loads)."""
+    sectors, dur = ctx.m(*SYSMEM_READ), ctx.k.duration_s
+    if not sectors or not dur:
+        return None
+    host = 32.0 * sectors
+    total = ctx.m(ALL_READ)
+    share = 100 * sectors / total if total else None
+    link = pcie_link_bytes_per_s(ctx)
+    link_pct = 100 * host / link / dur if link else None
+    if share is None or share < HOST_SHARE_PCT or link_pct is None or link_pct < LINK_SHARE_PCT:
+        return None
+    measured = ctx.m("pcie__read_bytes.sum.per_second")
+    unit = "PCIe (host memory)"
+    at_roof = {"limiting_unit": unit, "limiting_unit_pct": link_pct} if link_pct >= AT_ROOF_PCT else {}
+    return make(ctx, "memory-bound", min(link_pct, 100.0),
+                {**at_roof, "memory_unit": unit, "memory_throughput_pct": link_pct, "host_read_bytes": host,
+                 "host_share_of_reads_pct": share, "host_read_gbps": host / dur / 1e9, "pcie_link_gbps": link / 1e9,
+                 "pcie_read_gbps_measured": measured / 1e9 if measured is not None else None,
+                 "kernel_duration_us": dur * 1e6, "dram_throughput_pct": ctx.dram_pct, **ctx.stall_evidence()},
+                "Keep data that is read more than once (by this kernel or by later ones) in device memory: copy it "
+                "once (cudaMemcpyAsync from pinned memory, overlapped with other work on another stream where it "
+                "can be) and read it there; every pass over host memory costs PCIe time (tens of GB/s against TB/s "
+                "from HBM). Zero-copy pays only for data read once: a copy moves the same bytes over the same link.",
+                f"{mb(host)} of its reads ({share:.0f} %) come from host memory over PCIe at {host / dur / 1e9:.0f} "
+                f"GB/s, {link_pct:.0f} % of the link's {link / 1e9:.0f} GB/s: the link, not DRAM "
+                f"({ctx.dram_pct:.0f} %), sets its {dur * 1e6:,.0f} us")

@@ -76,7 +76,9 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "launch_delay_p50_us": launches["launch_delay_us"]["p50"]},
         fix_for(ctx, "launch-overhead",
             "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
-            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step."),
+            "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step; "
+            "for one small kernel per work item (request, segment, layer), one persistent kernel (a grid of a few "
+            "blocks per SM looping over the items) replaces the loop of launches."),
         ctx.gaps.examples.get("launch", []),
     )
 

@@ -1,0 +1,36 @@
+"""One small kernel launched per work item is launch overhead, and the doctor's fix names the persistent
+kernel beside CUDA graphs; the persistent kernel's own trace is healthy (issue 20, persistent-kernel).
+
+Recorded: proto/persistent_kernel.py on the H100 (proto/artifacts/persistent_kernel): a softmax over each of
+8192 ragged segments, one Triton launch per segment (`slow`, 3 profiled steps of 8192 launches) or one
+persistent launch looping over them (`fast`, 10 steps).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perflab.doctor import diagnose
+
+RECORDED = Path(__file__).resolve().parents[1] / "proto" / "artifacts" / "persistent_kernel"
+
+
+def recorded(variant: str):
+    path = RECORDED / f"{variant}.trace.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    return diagnose(path)
+
+
+def test_one_launch_per_segment_is_launch_overhead_and_the_fix_names_a_persistent_kernel():
+    top = recorded("slow").findings[0]
+    assert top.id == "launch-overhead" and top.severity == "high"
+    assert top.evidence["kernels_per_step"] == 8192 and top.evidence["mean_kernel_us"] < 10
+    assert "persistent kernel" in top.fix and "CUDA graph" in top.fix
+
+
+def test_the_persistent_launch_keeps_the_gpu_busy():
+    report = recorded("fast")
+    assert report.findings[0].id == "healthy"
+    assert all(f.severity in ("info", "low") for f in report.findings)
