@@ -250,7 +250,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
 @pytest.fixture
 def fake_catalog(tmp_path, monkeypatch):
     """The synthetic puzzle alone: the shipped catalog is tested on its own (test_puzzle_catalog.py)."""
-    from perflab.puzzles import catalog
+    from perflab.puzzles.engine import catalog
 
     root = tmp_path / "catalog"
     make_puzzle(root)
@@ -261,8 +261,8 @@ def fake_catalog(tmp_path, monkeypatch):
 
 def shipped_puzzles() -> list:
     """The shipped catalog for parametrizing, or [] when it does not load (test_shipped_catalog_is_valid says why)."""
-    from perflab.puzzles import catalog
-    from perflab.puzzles.spec import SpecError
+    from perflab.puzzles.engine import catalog
+    from perflab.puzzles.engine.spec import SpecError
 
     try:
         return catalog.load_catalog([catalog.BUILTIN])
@@ -287,7 +287,7 @@ LAUNCHER = textwrap.dedent('''
     if {hide_torch}:
         sys.meta_path.insert(0, NoTorch())
     if not {shipped}:
-        from perflab.puzzles import catalog
+        from perflab.puzzles.engine import catalog
         catalog.BUILTIN = catalog.BUILTIN.parent / "no-shipped-catalog"  # as the fake_catalog fixture does
     from perflab.__main__ import main
     for args in sys.argv[1:]:

@@ -9,8 +9,9 @@ import pytest
 
 from perflab.analysis import autotune
 from perflab.errors import PerflabError
-from perflab.puzzles import questions, replay
+from perflab.puzzles import questions
 
+from perflab.puzzles.engine import replay
 BIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
 
@@ -62,7 +63,7 @@ def test_unreadable_logs_are_one_line_errors(tmp_path):
 
 
 def test_build_log_records_the_tuner_s_choice_and_every_config_s_time(monkeypatch):
-    from perflab.puzzles import autotune_log
+    from perflab.puzzles.evidence import autotune as autotune_log
 
     class Cfg:
         def __init__(self, bm):
@@ -92,8 +93,8 @@ def test_build_log_records_the_tuner_s_choice_and_every_config_s_time(monkeypatc
 
 
 def test_autotune_questions_read_the_recorded_logs(tmp_path):
-    from perflab.puzzles.autotune_log import log_file
-    from perflab.puzzles.spec import Question
+    from perflab.puzzles.evidence.autotune import log_file
+    from perflab.puzzles.engine.spec import Question
 
     (log_file(tmp_path, "slow")).write_text(json.dumps(log()))
     ev = replay.Evidence(tmp_path, "autotune")

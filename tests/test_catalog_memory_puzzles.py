@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perflab.puzzles import spec  # noqa: E402
-from perflab.puzzles.runner import load_module  # noqa: E402
+from perflab.puzzles.engine import spec  # noqa: E402
+from perflab.puzzles.engine.runner import load_module  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"
 FOLDERS = ["40-fp8-weight-only", "41-cuda-graph-memory"]

@@ -26,7 +26,8 @@ else:  # pragma: no cover
 torch = pytest.importorskip("torch")
 
 from perflab.errors import PerflabError  # noqa: E402
-from perflab.puzzles import catalog, questions, replay  # noqa: E402
+from perflab.puzzles.engine import catalog, replay  # noqa: E402
+from perflab.puzzles import questions
 from perflab.toolkit import batch_sweep  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"

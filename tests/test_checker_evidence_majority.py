@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from perflab.puzzles import checker
+from perflab.puzzles.engine import checker
 
 PUZZLE = SimpleNamespace(id="p", profile=SimpleNamespace(steps=4, with_stack=False), check=SimpleNamespace(planted="x"))
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.doctor.finding import Finding
-from perflab.puzzles import catalog, checker
+from perflab.puzzles.engine import catalog, checker
 
 KINETO = Path(__file__).parent / "data" / "kineto"
 
@@ -63,7 +63,7 @@ def test_profiler_overheads_check_says_what_it_measured():
     from rich.console import Console
 
     from perflab.cli.puzzles import _render_check
-    from perflab.puzzles import stats
+    from perflab.puzzles.engine import stats
 
     r = checker.CheckResult("profiler-overhead", "fix.py", "cpu", checker.Correctness(True, 1),
                             slow={"median_ms": 30.0}, fixed={"median_ms": 58.0},
@@ -79,7 +79,7 @@ def test_profiler_overheads_check_says_what_it_measured():
 
 
 def test_over_ranks_a_medium_residue_on_one_rank_passes_as_a_residue(monkeypatch, tmp_path):
-    from perflab.puzzles import distributed
+    from perflab.puzzles.evidence import multirank as distributed
 
     reports = [SimpleNamespace(source={"rank": 0}, findings=[finding("launch-overhead", "high")]),
                SimpleNamespace(source={"rank": 1}, findings=[finding("launch-overhead", "high"),

@@ -161,7 +161,7 @@ def test_terminal_rendering(runs, capsys):
 # ---- run history ---------------------------------------------------------------------------------------
 
 def test_history_refs(tmp_path):
-    from perflab.puzzles.progress import ProgressDB
+    from perflab.puzzles.engine.progress import ProgressDB
 
     with pytest.raises(PerflabError, match="no run history"):
         resolve("run:1")

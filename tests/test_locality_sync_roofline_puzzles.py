@@ -22,8 +22,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, ncu_evidence, questions, replay
+from perflab.puzzles.engine import catalog, replay
 
+from perflab.puzzles.evidence import ncu as ncu_evidence
+from perflab.puzzles import questions
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "src" / "perflab" / "catalog"
 DATA = Path(__file__).resolve().parent / "data" / "ncu"
@@ -124,7 +126,7 @@ def roofline_recording(folder: Path, slow: list[str], solution: list[str], ceili
 
 def test_roofline_point_uses_the_recorded_measured_ceilings(tmp_path):
     from perflab.analysis.roofline import ceilings_from, place
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
     from perflab.trace.ncu import load
 
     ev = roofline_recording(tmp_path / "art", ["gemm_bf16_torch", "v_gemv"], ["v_gemv"])
@@ -147,7 +149,7 @@ def test_roofline_point_uses_the_recorded_measured_ceilings(tmp_path):
 
 
 def test_roofline_furthest_names_the_lowest_kernel_and_grades_text(tmp_path):
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     ev = roofline_recording(tmp_path / "art", ["gemm_bf16_torch", "v_reduce", "v_matmul_naive", "v_gemv"],
                             ["v_gemv"])
@@ -161,7 +163,7 @@ def test_roofline_furthest_names_the_lowest_kernel_and_grades_text(tmp_path):
 
 
 def test_roofline_analyses_fail_in_one_line(tmp_path):
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     ev = roofline_recording(tmp_path / "art", ["v_gemv"], ["v_gemv"], ceilings=False)
     with pytest.raises(PerflabError, match=r"no measured ceilings in .*ceilings.json"):
@@ -233,7 +235,7 @@ def test_cli_doctor_and_answer_on_the_recording(pid, capsys):
 def test_roofline_practice_recording_tells_the_story():
     """Slow: GEMM compute-bound, the other three memory-bound, the GEMV furthest below its roof; the fix
     brings the GEMV near the DRAM roof and leaves the other kernels where they were."""
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     p = puzzle("roofline-practice")
     ev = replay.recording(p)

@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, distributed, questions, replay
-from perflab.puzzles import questions_multigpu as QM
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles.evidence import multirank as distributed
+from perflab.puzzles import questions
+from perflab.puzzles.questions import multirank as QM
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "src" / "perflab" / "catalog"
@@ -72,7 +74,7 @@ def test_spec_asks_for_several_gpus_and_the_starter_is_the_workload(pid):
 @pytest.mark.parametrize("pid", PUZZLES)
 def test_workloads_agree_on_one_rank_without_a_process_group(pid):
     torch = pytest.importorskip("torch")
-    from perflab.puzzles import checker
+    from perflab.puzzles.engine import checker
 
     slow, sol = load(pid, "workload"), load(pid, "solution")
     p = puzzle(pid)

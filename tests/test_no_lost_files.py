@@ -196,7 +196,7 @@ def test_profile_keeps_every_run(capsys, tmp_path, monkeypatch):
 
 @pytest.fixture
 def cpu_runs(fake_catalog, monkeypatch):
-    from perflab.puzzles import runner
+    from perflab.puzzles.engine import runner
 
     monkeypatch.setattr(runner, "cuda_available", lambda: False)
 

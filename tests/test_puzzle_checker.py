@@ -4,7 +4,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import FAKE_ID, SOLUTION, WORKLOAD  # noqa: E402
-from perflab.puzzles import catalog, checker  # noqa: E402
+from perflab.puzzles.engine import catalog, checker  # noqa: E402
 
 
 @pytest.fixture

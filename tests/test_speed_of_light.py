@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, replay
+from perflab.puzzles.engine import catalog, replay
 
+from perflab.puzzles import questions
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "src" / "perflab" / "catalog" / "64-speed-of-light"
 HEALTHY = ROOT / "tests" / "data" / "kineto" / "h100_healthy_gemm.trace.json.gz"  # scripts/record_healthy_gemm.py

@@ -27,8 +27,10 @@ from perflab.analysis.ranges import stage_times
 from perflab.analysis.windows import analysis_windows
 from perflab.doctor import diagnose
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, energy_evidence, questions, replay, timers_evidence
-from perflab.puzzles.spec import SpecError, parse
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles.evidence import energy as energy_evidence, timers as timers_evidence
+from perflab.puzzles import questions
+from perflab.puzzles.engine.spec import SpecError, parse
 from perflab.trace.kineto import load
 from perflab.trace.synthetic import TraceBuilder
 
@@ -295,7 +297,7 @@ def test_variants_agree_on_the_cpu_and_the_starter_is_the_slow_workload(pid):
 
 
 def test_the_expert_gemm_reference_and_block_count():
-    from perflab.puzzles.expert_gemm import blocks, expert_gemm
+    from perflab.workloads.expert_gemm import blocks, expert_gemm
 
     x = torch.randn(4, 5, 8).to(torch.bfloat16)
     w = torch.randn(4, 6, 8).to(torch.bfloat16)

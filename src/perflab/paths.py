@@ -21,3 +21,14 @@ def user_data_dir() -> Path:
 def workspace_dir() -> Path:
     """The learner's workspace: ./perflab-work, overridable with PERFLAB_WORK."""
     return Path(os.environ.get("PERFLAB_WORK", "perflab-work"))
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """os.environ for a child Python process that must import this perflab (the tree the caller runs), ahead
+    of any installed copy, plus `extra`."""
+    import perflab
+
+    src = str(Path(perflab.__file__).resolve().parent.parent)
+    env = {**os.environ, **extra}
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

@@ -1,6 +1,6 @@
 """Autotuning logs: which configuration a tuned kernel ran for each shape, against every alternative.
 
-A log (`<variant>.autotune.json`, written by perflab.puzzles.autotune_log on the GPU) is
+A log (`<variant>.autotune.json`, written by perflab.puzzles.evidence.autotune on the GPU) is
 
     {"kernel": "matmul_kernel", "key_args": ["N", "K"], "sms": 132, "device": "...",
      "cache": [{"key": [...], "config": {...}}],            # what the autotuner holds

@@ -322,7 +322,7 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
     n = int(m.group(1))
     if n < 1:
         raise PerflabError(f"{text}: runs are counted from 1 (run:1 is the latest)")
-    from perflab.puzzles.progress import ProgressDB, db_path
+    from perflab.puzzles.engine.progress import ProgressDB, db_path
 
     if not db_path().exists():
         raise PerflabError(f"{text}: no run history yet (`perflab profile -- CMD`, or `perflab run PUZZLE` on a GPU, "
@@ -333,7 +333,7 @@ def resolve(ref: str | Path) -> tuple[Path, str]:
         raise PerflabError(f"{text}: the run history has {len(runs)} recorded run(s) with a trace "
                            "(replays keep none); give trace paths")
     r = runs[n - 1]
-    from perflab.puzzles.replay import trace_file
+    from perflab.puzzles.engine.replay import trace_file
 
     # `perflab profile` keeps its run's folder (one trace, or one per rank); `perflab run` a variant's trace
     trace = Path(r["path"]) if r["mode"] == "profile" else trace_file(Path(r["path"]), r["variant"])

@@ -6,7 +6,7 @@ memory-bound passes over 100 M pixels (uint8 -> fp32, * 1/255, - 0.5, * 2, -> bf
 about 4 GB of HBM traffic a step. ``postprocess`` looks slow on the host only because its ``.cpu()``
 waits there for everything queued before it.
 
-The fix makes preprocess one pass: a small Triton kernel (perflab.puzzles.patch_prep_kernel) reads
+The fix makes preprocess one pass: a small Triton kernel (perflab.workloads.patch_prep_kernel) reads
 each uint8 pixel once, scales it the same way in registers and writes it, as bf16, straight into its
 place in the patch matrix: 3 bytes of traffic per pixel instead of about 39. (torch.compile of the
 preprocess function generates the same kind of fused kernel; folding the affine normalization into
@@ -66,7 +66,7 @@ def preprocess(state: dict):
     import torch
 
     if state["images"].is_cuda:                                     # one fused pass on the GPU
-        from perflab.puzzles.patch_prep_kernel import patch_prep
+        from perflab.workloads.patch_prep_kernel import patch_prep
 
         return patch_prep(state["images"], state["size"]["patch"])
     x = state["images"].float()

@@ -15,7 +15,7 @@ def _workload_file() -> Path:
     here = Path(__file__).with_name("workload.py")
     if here.is_file():
         return here
-    from perflab.puzzles import catalog
+    from perflab.puzzles.engine import catalog
 
     return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "custom-trace-rules").file("slow")
 

@@ -6,7 +6,7 @@ This step is correct but slow, and torch.profiler does not say why: the time is 
 Sample the process with py-spy before changing anything (`perflab show pyspy-sampling`,
 `perflab hint pyspy-sampling 1`):
 
-    py-spy record --format speedscope -o profile.json -- python -m perflab.puzzles.loop_target starter.py
+    py-spy record --format speedscope -o profile.json -- python -m perflab.puzzles.evidence.loop_target starter.py
 
 Rules: keep the interface (setup/step); step() must return the same scores (float32 tolerance) for
 the same batches, in the same order. Keep the hash (MIX, MASK, buckets), the recency weight

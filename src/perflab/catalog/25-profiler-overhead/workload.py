@@ -20,7 +20,7 @@ from pathlib import Path
 
 def loop_file() -> Path:
     """The ranking loop: pyspy-sampling's workload.py (beside this puzzle in the catalog)."""
-    from perflab.puzzles import catalog
+    from perflab.puzzles.engine import catalog
 
     return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "pyspy-sampling").file("slow")
 

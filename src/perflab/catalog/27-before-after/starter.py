@@ -38,7 +38,7 @@ def _before_file() -> Path:
     here = Path(__file__).with_name("before.py")
     if here.is_file():
         return here
-    from perflab.puzzles import catalog
+    from perflab.puzzles.engine import catalog
 
     return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "before-after").folder / "before.py"
 

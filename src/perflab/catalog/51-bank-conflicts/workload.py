@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 BLOCKS, ITERS = 4096, 256
 

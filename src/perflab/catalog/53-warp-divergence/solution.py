@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N, ITERS, THREADS = 1 << 21, 256, 256   # THREADS must stay 256 (8 warps = 8 channels)
 

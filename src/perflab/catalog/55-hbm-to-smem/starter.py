@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N = 128 << 20          # floats: 512 MB, ten times the L2
 THREADS, BLOCKS_PER_SM = 256, 4

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 THREADS, ILP, GROUPS = 1024, 16, 16
 CHUNK = THREADS * ILP * GROUPS          # particles per chunk: 262144

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 BATCH, M, N, K = 2304, 144, 144, 256
 

@@ -31,7 +31,7 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 """
 from __future__ import annotations
 
-from perflab.puzzles import catalog, runner
+from perflab.puzzles.engine import catalog, runner
 
 # The model, the weights and the requests: this puzzle's workload.py (the slow server), unchanged.
 _w = runner.load_module(catalog.find(catalog.load_catalog([catalog.BUILTIN]), "speed-of-light").file("slow"))

@@ -7,7 +7,7 @@ backward has finished, one all-reduce sums the whole bucket across ranks, then i
 world size: every rank ends with the mean gradient.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``step`` returns the flat mean-gradient bucket (``state["out"]``,
 bf16, layer after layer).
 """

@@ -7,7 +7,7 @@ also keeps the request log: for each of its requests, one line with the top clas
 confidence, formatted in Python from the probabilities it copies to the host.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``step`` returns the [classes] fp32 totals of the whole batch (the same
 on every rank); ``state["log"]`` holds the log lines of the last step on the last rank.
 """

@@ -12,7 +12,7 @@ step: what remains is GPU time.
 batch-size sweep at 1 and N GPUs that scripts/record_artifacts.py records into artifacts/sweep.json).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank (then without CUDA graphs on the CPU).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ then multiply. After the last layer, one small all-reduce adds up the batch's pe
 sums across ranks (a monitoring statistic).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> (y, totals)``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), ``totals`` the
 [hidden] fp32 sums over every rank's batch.
 """
