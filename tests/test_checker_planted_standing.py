@@ -8,6 +8,7 @@ import pytest
 
 from perflab.doctor.finding import Finding
 from perflab.puzzles.engine import catalog, checker
+from perflab.puzzles.evidence import trace as trace_evidence
 
 KINETO = Path(__file__).parent / "data" / "kineto"
 
@@ -33,11 +34,11 @@ def test_a_busy_hosts_fix_trace_passes_where_the_slow_trace_does_not():
     """with-stack's solution profiled on a busy H100 host (one descheduled call): host-compute medium
     behind launch-overhead high. The same puzzle's recorded slow trace holds it high and first."""
     puzzle = SimpleNamespace(check=SimpleNamespace(planted="host-compute"))
-    fixed = checker.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
+    fixed = trace_evidence.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
     assert fixed.ok and fixed.found[:2] == ["launch-overhead (high)", "host-compute (medium)"], fixed.found
     assert fixed.residue
     slow = catalog.find(catalog.load_catalog(), "with-stack").artifacts / "slow.trace.json.gz"
-    held = checker.planted_evidence(puzzle, slow)
+    held = trace_evidence.planted_evidence(puzzle, slow)
     assert not held.ok and not held.residue
 
 

@@ -213,7 +213,8 @@ def test_cpu_evidence_at_full_size_flags_the_starter_not_the_solution(puzzle, tm
                                                                       one_torch_thread):
     """At the real size (what `perflab check` runs), the CPU-side rules see the planted bottleneck in
     the starter and not in the solution: the checker's evidence stage on a machine without a GPU."""
-    from perflab.puzzles.engine import checker, runner
+    from perflab.puzzles.engine import runner
+    from perflab.puzzles.evidence import trace as trace_evidence
 
     monkeypatch.delenv("PERFLAB_SMOKE", raising=False)
     verdicts = {}
@@ -222,7 +223,7 @@ def test_cpu_evidence_at_full_size_flags_the_starter_not_the_solution(puzzle, tm
         state = module.setup("cpu", 5)
         trace = tmp_path / f"{variant}.trace.json.gz"
         runner.profile_steps(module, state, "cpu", trace, warmup=1, steps=5, with_stack=puzzle.profile.with_stack)
-        verdicts[variant] = checker.planted_evidence(puzzle, trace)
+        verdicts[variant] = trace_evidence.planted_evidence(puzzle, trace)
     assert not verdicts["starter"].ok, verdicts["starter"].found
     assert verdicts["starter"].found[0].startswith(f"{puzzle.check.planted} ("), verdicts["starter"].found
     assert verdicts["solution"].ok, verdicts["solution"].found

@@ -307,7 +307,7 @@ def test_slow_starter_skips_the_ncu_run(fake_ncu, ncu_puzzle, tmp_path):
 
 
 def test_record_ncu_profiles_slow_and_reuses_the_checked_solution(fake_ncu, ncu_puzzle, tmp_path):
-    from perflab.puzzles.engine import recording
+    from perflab.puzzles.engine import kinds
 
     log, report = fake_ncu
     report("warp_divergence")
@@ -316,7 +316,7 @@ def test_record_ncu_profiles_slow_and_reuses_the_checked_solution(fake_ncu, ncu_
     checked.mkdir(parents=True)
     for fn in (ncu_evidence.rep_file, ncu_evidence.csv_file):
         fn(checked, "mine").write_bytes(b"from the check " + fn.__name__.encode())
-    assert recording._record_ncu(ncu_puzzle, work, "cuda")
+    assert kinds.kind("ncu").record(kinds.Recording(ncu_puzzle, work, "cuda", "test"))
     assert log.read_text().count("perflab.puzzles.evidence.ncu_target") == 1 and "workload.py" in log.read_text()
     assert ncu_evidence.csv_file(work / "solution", "solution").read_bytes() == b"from the check csv_file"
     assert ncu_evidence.has(work / "slow", "slow")

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from perflab.errors import PerflabError
-from perflab.puzzles.engine import replay, runner, stats
+from perflab.puzzles.engine import kinds, runner, stats
 from perflab.puzzles.engine.spec import Puzzle
 
 # (rtol, atol) for outputs of "the same math through different kernels" (reordered reductions, fusion).
@@ -164,7 +163,7 @@ def planted_standing(findings: list, planted: str) -> list:
     ranked first. Medium behind another blocking finding is a residue the fix left behind a new bottleneck
     (a ~1 ms step after the fix, where a busy host's pauses alone make ~10 % of host gaps); the fix moved
     the bottleneck, which is its job. Counters (ncu, memory snapshots) do not vary so: their checks stay
-    strict (ncu_evidence, memory_evidence)."""
+    strict (evidence/ncu.py, evidence/memory.py)."""
     return [f for i, f in enumerate(findings)
             if f.id == planted and (f.severity == "high" or (f.severity == "medium" and i == 0))]
 
@@ -174,104 +173,30 @@ def planted_medium(findings: list, planted: str) -> bool:
     return any(f.id == planted and f.severity == "medium" for f in findings)
 
 
-def planted_evidence(puzzle: Puzzle, trace: Path) -> Evidence:
-    """The doctor on the fix's trace: the planted finding must no longer stand (planted_standing)."""
-    report = replay.diagnose(replay.load_trace(trace))
-    found = [f"{f.id} ({f.severity})" for f in report.findings]
-    still = planted_standing(report.findings, puzzle.check.planted)
-    return Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(trace),
-                    residue=not still and planted_medium(report.findings, puzzle.check.planted))
-
-
-class _StepCrashed(Exception):
-    """The fix's step() raised while it was profiled (its cause is the learner's exception)."""
-
-
-def profiled_evidence(puzzle: Puzzle, profile: Callable[[str], Path]) -> Evidence:
-    """The doctor on a profile of the fix (`profile(name)` records one and returns its trace). When the
-    planted finding still shows, two more profiles are taken and two of the three decide: a 1 ms step is
-    short enough for one stray host pause (a thread descheduled for 3 ms inside an aten::add) to decide
-    one profile, never all of them."""
-    first = planted_evidence(puzzle, profile("mine"))
-    if first.ok:
-        return first
-    seen = [first, planted_evidence(puzzle, profile("mine.2"))]
-    if seen[1].ok:
-        seen.append(planted_evidence(puzzle, profile("mine.3")))
-    still = sum(not e.ok for e in seen)
-    return Evidence(ok=still < 2, planted=first.planted, trace=first.trace,
-                    found=first.found + [f"{first.planted} blocking in {still} of {len(seen)} profiles"])
-
-
 def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: int | None = None,
           reps: int | None = None, on_phase: OnPhase | None = None) -> CheckResult:
-    """Run the three stages in order; later stages run only when correctness holds."""
-    def phase(name: str) -> None:
-        if on_phase:
-            on_phase(name)
-
+    """Run the stages in order; later stages run only when correctness holds. The puzzle's evidence kinds
+    judge the fix (engine/kinds.py): one may run the whole check (`check`), the first to answer `measure`
+    times or measures it and re-profiles it, and one may `confirm` a fix fast enough with other evidence."""
     seed = secrets.randbelow(2**31 - 1) if seed is None else seed
-    if puzzle.requirements.gpus > 1:  # the same stages on N ranks under torchrun (puzzles/distributed.py)
-        from perflab.puzzles.evidence import multirank as distributed
-
-        return distributed.check(puzzle, fix_path, out_dir, device=device, seed=seed, reps=reps, on_phase=on_phase)
-    ref = runner.load_module(puzzle.file("slow"))
-    fix = runner.load_module(fix_path)
-    phase("correctness")
-    ref_state = ref.setup(device, seed)
+    chk = kinds.Checking(puzzle, Path(fix_path), out_dir, device, seed, reps or puzzle.check.reps,
+                         on_phase or (lambda _name: None))
+    whole = kinds.first(puzzle, "check", chk)
+    if whole is not None:
+        return whole
+    chk.ref, chk.fix = runner.load_module(puzzle.file("slow")), runner.load_module(fix_path)
+    chk.phase("correctness")
+    chk.ref_state = chk.ref.setup(device, seed)
     try:
-        fix_state = fix.setup(device, seed)
+        chk.fix_state = chk.fix.setup(device, seed)
     except Exception as exc:
         return CheckResult(puzzle.id, str(fix_path), device,
                            Correctness(False, seed, f"setup() raised {type(exc).__name__}: {exc}"))
-    result = CheckResult(puzzle.id, str(fix_path), device,
-                         check_correctness(ref, ref_state, fix, fix_state, device, seed, puzzle))
-    if not result.correctness.ok:
-        return result
-    if puzzle.check.metric == "overhead":  # a profiler's cost over bare_step (puzzles/overhead.py)
-        from perflab.puzzles.evidence.overhead import check_overhead
-
-        phase("overhead")
-        return check_overhead(puzzle, ref, ref_state, fix, fix_state, result, device=device,
-                              reps=reps or puzzle.check.reps)
-    if puzzle.check.metric != "time":  # a memory puzzle: memory, not time (puzzles/memory_evidence.py)
-        from perflab.puzzles.evidence.memory import check_memory
-
-        del ref_state, fix_state  # measured one at a time in a drained allocator
-        phase("memory")
-        return check_memory(puzzle, ref, fix, result, out_dir, device=device, seed=seed)
-    def profile(name: str) -> Path:
-        trace = replay.trace_file(out_dir, name)
-        try:
-            runner.profile_steps(fix, fix_state, device, trace, warmup=1, steps=puzzle.profile.steps,
-                                 with_stack=puzzle.profile.with_stack)
-        except PerflabError:
-            raise
-        except Exception as exc:  # the learner's code; the doctor's own errors must not read as theirs
-            raise _StepCrashed from exc
-        return trace
-
-    try:
-        phase("timing")
-        slow, fast = time_pair(ref, ref_state, fix, fix_state, device, reps or puzzle.check.reps)
-        result.slow, result.fixed = stats.summary(slow), stats.summary(fast)
-        result.speed = stats.speedup_verdict(slow, fast, puzzle.check.speedup)
-        phase("profiling")
-        result.evidence = profiled_evidence(puzzle, profile)
-    except PerflabError:
-        raise
-    except Exception as exc:  # the fix crashed on a later step: a failed check, said in one line
-        if isinstance(exc, _StepCrashed):
-            stage, exc = "re-profiling", exc.__cause__
-        elif result.speed is None:
-            stage = "timing"
-        else:
-            raise  # not the fix's step: a bug of ours, with its traceback
-        result.correctness = Correctness(False, seed, f"crashed while {stage}: {type(exc).__name__}: {exc}")
-        return result
-    if "ncu" in puzzle.tools and result.speed.passed:  # kernel puzzles: the planted finding is an ncu one
-        from perflab.puzzles.evidence import ncu as ncu_evidence
-
-        phase("ncu")
-        result.evidence = ncu_evidence.planted_evidence(puzzle, fix_path, out_dir, device=device, seed=seed)
+    chk.result = CheckResult(puzzle.id, str(fix_path), device,
+                             check_correctness(chk.ref, chk.ref_state, chk.fix, chk.fix_state, device, seed, puzzle))
+    if not chk.result.correctness.ok:
+        return chk.result
+    result = kinds.first(puzzle, "measure", chk)
+    if result.correctness.ok and result.speed is not None and result.speed.passed:
+        result.evidence = kinds.first(puzzle, "confirm", chk) or result.evidence
     return result

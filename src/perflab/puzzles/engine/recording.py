@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.puzzles.engine import checker, replay, runner, stats
+from perflab.puzzles.engine import checker, kinds, replay, runner, stats
 from perflab.puzzles.engine.spec import Puzzle
 
 
@@ -109,60 +109,32 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
     """Profile slow and solution, verify the checks, and write the artifacts into dest.
 
     Writes only when the solution passes, the starter fails and every stage is correct, unless force.
-    Returns (verification, written).
+    The puzzle's evidence kinds (engine/kinds.py) may profile and check in one go (`verify`), add to the
+    profiles (`profile`), and record what they ship once the checks pass (`record`). Returns (verification, written).
     """
-    profiled: dict[str, Any] = {}
-    snapshots = {}
-    if puzzle.requirements.gpus > 1:  # N ranks: profiles and both checks in one torchrun launch
-        from perflab.puzzles.evidence import multirank as distributed
-
-        profiled, v = distributed.record_all(puzzle, workdir, device, seed)
-    else:
+    rec = kinds.Recording(puzzle, workdir, device, command, seed)
+    ship: list[Path] = []
+    v = kinds.first(puzzle, "verify", rec)
+    if v is None:
         for variant in replay.recorded_variants(puzzle):
-            res = runner.run_variant(puzzle, puzzle.file(variant), variant, _mkdir(workdir / variant),
-                                     device=device, command=command)
-            profiled[variant] = {k: v for k, v in res.measurements[variant].items() if k != "samples_ms"}
-        if "memory" in puzzle.tools:  # a memory snapshot per variant (puzzles/memory_evidence.py)
-            from perflab.puzzles.evidence.memory import record_snapshots
-
-            snapshots = record_snapshots(puzzle, _mkdir(workdir / "memory"), device)
-            for variant, numbers in snapshots.items():
-                profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
+            res = runner.run_variant(puzzle, puzzle.file(variant), variant, rec.folder(variant), device=device,
+                                     command=command)
+            rec.profiled[variant] = {k: x for k, x in res.measurements[variant].items() if k != "samples_ms"}
+        ship += kinds.every(puzzle, "profile", rec)
         v = verify(puzzle, device, workdir, seed)
         v.stages = measure_stages(puzzle, device, seed)
     if not (v.ok or force):
         return v, False
-    ncu = _record_ncu(puzzle, workdir, device)
-    tuned = _record_autotune(puzzle, workdir, device)
-    sweep = _record_rank_sweep(puzzle, workdir, device, command)
-    sweep += _record_extras(puzzle, workdir, device)
-    sweep += _record_measured(puzzle, workdir, device)
+    ship += kinds.every(puzzle, "record", rec)
     dest.mkdir(parents=True, exist_ok=True)
     for variant in replay.recorded_variants(puzzle):
         _copy_trace(workdir / variant, dest, variant)
-        if ncu:
-            from perflab.puzzles.evidence import ncu as ncu_evidence
-
-            ncu_evidence.copy_recording(workdir / variant, dest, variant)
-        if tuned and variant in replay.RECORDED_VARIANTS:
-            from perflab.puzzles.evidence.autotune import log_file
-
-            shutil.copyfile(log_file(workdir / variant, variant), log_file(dest, variant))
-    for numbers in snapshots.values():
-        shutil.copyfile(numbers["path"], dest / Path(numbers["path"]).name)
-    for path in sweep:
+    for path in ship:
         shutil.copyfile(path, dest / path.name)
-    runner.write_json(dest / "measurements.json", measurements(v, profiled))
-    runner.write_json(dest / "manifest.json", _manifest(puzzle, command, device))
+    runner.write_json(dest / "measurements.json", measurements(v, rec.profiled))
+    manifest = kinds.first(puzzle, "manifest", puzzle, command, device) or runner.environment(command, device)
+    runner.write_json(dest / "manifest.json", manifest)
     return v, True
-
-
-def _manifest(puzzle: Puzzle, command: str, device: str) -> dict[str, Any]:
-    if puzzle.requirements.gpus > 1:  # also the ranks, GPUs per node, NCCL version and settings
-        from perflab.puzzles.evidence import multirank as distributed
-
-        return distributed.environment(command, device, puzzle.requirements.gpus)
-    return runner.environment(command, device)
 
 
 def _copy_trace(src: Path, dest: Path, variant: str) -> None:
@@ -177,61 +149,3 @@ def _copy_trace(src: Path, dest: Path, variant: str) -> None:
             shutil.copyfile(f, target / f.name)
         return
     shutil.copyfile(replay.trace_file(src, variant), replay.trace_file(dest, variant))
-
-
-def _record_rank_sweep(puzzle: Puzzle, workdir: Path, device: str, command: str) -> list[Path]:
-    """Multi-GPU puzzles whose workload defines a batch sweep: sweep.json (+ sweep.png) at 1 and N ranks."""
-    if puzzle.requirements.gpus <= 1:
-        return []
-    from perflab.puzzles.evidence import multirank as distributed
-
-    path = distributed.record_sweep(puzzle, workdir, device, command)
-    return [p for p in (path, path.with_suffix(".png")) if p.is_file()] if path else []
-
-
-def _record_extras(puzzle: Puzzle, workdir: Path, device: str) -> list[Path]:
-    """tools py-spy / profilers / diff: sampled profiles, the profiler-overhead table, the before trace."""
-    from perflab.puzzles.evidence import sampling as extra_evidence
-
-    return extra_evidence.record(puzzle, _mkdir(workdir / "extras"), device)
-
-
-def _record_measured(puzzle: Puzzle, workdir: Path, device: str) -> list[Path]:
-    """[timers]: <variant>.timers.json (parts timed three ways); tools nvml: <variant>.energy.json (NVML)."""
-    from perflab.puzzles.evidence import energy as energy_evidence, timers as timers_evidence
-
-    out = []
-    for variant in replay.RECORDED_VARIANTS:
-        if timers_evidence.uses_timers(puzzle):
-            out.append(timers_evidence.record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / "timers"),
-                                                      variant, device=device))
-        if energy_evidence.uses_energy(puzzle) and device.startswith("cuda"):
-            out.append(energy_evidence.record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / "energy"),
-                                                      variant, device=device))
-    return out
-
-
-def _record_ncu(puzzle: Puzzle, workdir: Path, device: str) -> bool:
-    """Kernel puzzles (tools = ["ncu"]): one profiled step of slow, solution (and each stage) under Nsight Compute."""
-    from perflab.puzzles.evidence import ncu as ncu_evidence
-
-    if not ncu_evidence.uses_ncu(puzzle):
-        return False
-    checked = workdir / "check-solution"  # the solution's check profiled it already: reuse that report
-    for variant in replay.recorded_variants(puzzle):
-        if variant == "solution" and ncu_evidence.has(checked, "mine"):
-            ncu_evidence.copy_recording(checked, _mkdir(workdir / variant), "mine", variant)
-        else:
-            ncu_evidence.profile_variant(puzzle, puzzle.file(variant), workdir / variant, variant, device=device)
-    return True
-
-
-def _record_autotune(puzzle: Puzzle, workdir: Path, device: str) -> bool:
-    """Puzzles with tools = ["autotune"]: the autotuner's choice per shape and every config's time there."""
-    if "autotune" not in puzzle.tools:
-        return False
-    from perflab.puzzles.evidence.autotune import record_variant
-
-    for variant in replay.RECORDED_VARIANTS:
-        record_variant(puzzle, puzzle.file(variant), _mkdir(workdir / variant), variant, device=device)
-    return True

@@ -18,8 +18,9 @@ from types import ModuleType
 from typing import Any, Callable
 
 from perflab.errors import NeedsGPU, PerflabError
-from perflab.puzzles.engine import replay, stats
+from perflab.puzzles.engine import kinds, replay, stats
 from perflab.puzzles.engine.spec import Puzzle, display_path
+from perflab.toolkit.scaling import multi_node
 
 OnStep = Callable[[int, int], None]
 _module_ids = itertools.count()
@@ -96,14 +97,8 @@ def check_requirements(puzzle: Puzzle, device: str) -> None:
         need = tuple(int(x) for x in req.min_cc.split("."))
         if have < need:
             raise NeedsGPU(f"{puzzle.id} needs compute capability >= {req.min_cc}; this GPU has {have[0]}.{have[1]}")
-    if torch.cuda.device_count() < req.gpus and not _multi_node():
+    if torch.cuda.device_count() < req.gpus and not multi_node():
         raise NeedsGPU(f"{puzzle.id} needs {req.gpus} GPUs; this machine has {torch.cuda.device_count()}")
-
-
-def _multi_node() -> bool:
-    from perflab.puzzles.evidence.multirank import multi_node
-
-    return multi_node()
 
 
 def load_module(path: Path) -> ModuleType:
@@ -236,30 +231,10 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 def run_variant(puzzle: Puzzle, source: Path, variant: str, out_dir: Path, *, device: str, command: str,
                 steps: int | None = None, seed: int = 0, on_step: OnStep | None = None) -> RunResult:
-    """Profile one variant and write manifest.json, <variant>.trace.json.gz, measurements.json into out_dir."""
-    if puzzle.requirements.gpus > 1:  # N ranks under torchrun, one trace per rank (puzzles/distributed.py)
-        from perflab.puzzles.evidence import multirank as distributed
-
-        return distributed.run_variant(puzzle, source, variant, out_dir, device=device, command=command,
-                                       steps=steps, seed=seed)
-    module = load_module(source)
-    n = steps or puzzle.profile.steps
-    trace = replay.trace_file(out_dir, variant)
-    try:
-        state = module.setup(device, seed)
-        profile_steps(module, state, device, trace, warmup=puzzle.profile.warmup, steps=n,
-                      with_stack=puzzle.profile.with_stack, on_step=on_step,
-                      profile_memory=puzzle.profile.profile_memory)
-        sample = sampler(module.step, state, device)
-        measurements = {variant: stats.summary([sample() for _ in range(n)])}
-    except PerflabError:
-        raise
-    except Exception as exc:  # most often the learner's fix: one line, not a traceback
-        raise PerflabError(f"{display_path(source)} failed while running: {type(exc).__name__}: {exc}") from None
-    manifest = environment(command, device)
-    write_json(out_dir / "manifest.json", manifest)
-    write_json(out_dir / "measurements.json", measurements)
-    return RunResult(out_dir, trace, device, manifest, measurements)
+    """Profile one variant into out_dir (manifest.json, its trace or traces, measurements.json): the first
+    of the puzzle's evidence kinds that runs it (multi-rank's N processes, else the trace's one)."""
+    return kinds.first(puzzle, "run", puzzle, source, variant, out_dir, device=device, command=command,
+                       steps=steps, seed=seed, on_step=on_step)
 
 
 def run_or_replay(puzzle: Puzzle, variant: str, *, force_replay: bool = False, steps: int | None = None,

@@ -338,7 +338,9 @@ def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
 
 
 def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:
-    from perflab.puzzles.questions import ANALYSES
+    from perflab.puzzles.engine.plugins import analyses
+
+    ANALYSES = analyses()
 
     raw = f.get("questions", list, [], "an array of tables ([[questions]])")
     out: list[Question] = []

@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from perflab.puzzles.engine import runner
+from perflab.puzzles.engine.kinds import Kind, Recording, register
 from perflab.puzzles.engine.spec import Puzzle
 
 
@@ -57,8 +59,6 @@ def record_variant(puzzle: Puzzle, source: Path, out_dir: Path, variant: str, *,
                    seed: int = 0) -> Path:
     import torch
 
-    from perflab.puzzles.engine import runner
-
     module = runner.load_module(source)
     state = module.setup(device, seed)
     for _ in range(max(1, puzzle.profile.warmup)):
@@ -70,3 +70,16 @@ def record_variant(puzzle: Puzzle, source: Path, out_dir: Path, variant: str, *,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
     return out
+
+
+@register
+class Autotune(Kind):
+    """tools = ["autotune"]: each variant's `<variant>.autotune.json`."""
+    name = "autotune"
+    tools = ("autotune",)
+
+    def record(self, rec: Recording) -> list[Path]:
+        return rec.per_variant(record_variant)
+
+    def replay(self, ev: Any, variant: str = "slow") -> Path:
+        return log_file(ev.folder, variant)

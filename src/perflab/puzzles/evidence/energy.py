@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.puzzles.engine import runner
+from perflab.puzzles.engine.kinds import Kind, Recording, register
 from perflab.puzzles.engine.spec import Puzzle
 
 SCHEMA = "perflab.energy/1"
@@ -19,10 +20,6 @@ SCHEMA = "perflab.energy/1"
 
 def energy_file(folder: Path, variant: str) -> Path:
     return Path(folder) / f"{variant}.energy.json"
-
-
-def uses_energy(puzzle: Puzzle) -> bool:
-    return "nvml" in puzzle.tools
 
 
 def derived(result: dict[str, Any], items_per_call: int) -> dict[str, Any]:
@@ -58,3 +55,17 @@ def record_variant(puzzle: Puzzle, source: Path, out_dir: Path, variant: str, *,
     runner.write_json(path, data)
     del state
     return path
+
+
+@register
+class Energy(Kind):
+    """tools = ["nvml"]: each variant's `<variant>.energy.json`, on a GPU only."""
+    name = "energy"
+    tools = ("nvml",)
+
+    def record(self, rec: Recording) -> list[Path]:
+        return rec.per_variant(record_variant, "energy") if rec.device.startswith("cuda") else []
+
+    def replay(self, ev: Any, variant: str = "slow") -> dict[str, Any]:
+        name = energy_file(ev.folder, variant).name
+        return ev.require_json(name, "energy", name)

@@ -1,6 +1,6 @@
 """Memory evidence for puzzles with tools = ["memory"]: a snapshot per variant, and the memory check.
 
-Recording (puzzles/recording.py): each recorded variant is built and stepped with the allocator's
+Recording (engine/recording.py, the `profile` hook): each recorded variant is built and stepped with the allocator's
 history on (`torch.cuda.memory._record_memory_history`, Python stacks); the snapshot is dumped as the
 pickle torch writes, then converted to `<variant>.memory.json.gz` (trace.snapshot.convert: the
 restricted reader, never a plain unpickle). Peak memory numbers go into measurements.json.
@@ -19,7 +19,8 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from perflab.puzzles.engine import replay, runner, stats
+from perflab.puzzles.engine import checker, replay, runner, stats
+from perflab.puzzles.engine.kinds import Checking, Kind, Recording, register
 
 MEMORY_STEPS = 3
 MAX_ENTRIES = 4000  # allocator history ring buffer: the last events are kept (small artifacts)
@@ -96,8 +97,6 @@ def record_snapshots(puzzle: Any, workdir: Path, device: str, seed: int = 0) -> 
 
 def check_memory(puzzle: Any, ref: Any, fix: Any, result: Any, out_dir: Path, *, device: str, seed: int) -> Any:
     """The memory stages of the checker: peak reserved slow vs fix, then the memory doctor on the fix."""
-    from perflab.puzzles.engine import checker
-
     try:
         slow = measure(ref, device, seed)
         mine = measure(fix, device, seed, snapshot_to=snapshot_file(out_dir, "mine"))
@@ -117,9 +116,37 @@ def check_memory(puzzle: Any, ref: Any, fix: Any, result: Any, out_dir: Path, *,
 
 def planted_memory_evidence(puzzle: Any, snapshot: Path) -> Any:
     from perflab.doctor.memory import diagnose_memory
-    from perflab.puzzles.engine import checker
 
     report = diagnose_memory(snapshot)
     found = [f"{f.id} ({f.severity})" for f in report.findings]
     still = [f for f in report.findings if f.id == puzzle.check.planted and f.severity in BLOCKING_SEVERITIES]
     return checker.Evidence(ok=not still, planted=puzzle.check.planted, found=found, trace=str(snapshot))
+
+
+MEMORY_METRICS = ("peak_reserved_mb", "reserved_mb")
+
+
+@register
+class Memory(Kind):
+    name = "memory"
+
+    def applies(self, puzzle: Any) -> bool:
+        return "memory" in puzzle.tools or puzzle.check.metric in MEMORY_METRICS
+
+    def profile(self, rec: Recording) -> list[Path]:
+        if "memory" not in rec.puzzle.tools:
+            return []
+        snapshots = record_snapshots(rec.puzzle, rec.folder("memory"), rec.device)
+        for variant, numbers in snapshots.items():
+            rec.profiled[variant]["memory"] = {k: v for k, v in numbers.items() if k != "path"}
+        return [Path(numbers["path"]) for numbers in snapshots.values()]
+
+    def measure(self, chk: Checking) -> Any:
+        if chk.puzzle.check.metric not in MEMORY_METRICS:
+            return None
+        chk.ref_state = chk.fix_state = None  # measured one at a time in a drained allocator
+        chk.phase("memory")
+        return check_memory(chk.puzzle, chk.ref, chk.fix, chk.result, chk.out_dir, device=chk.device, seed=chk.seed)
+
+    def replay(self, ev: Any, variant: str = "slow") -> Path:
+        return snapshot_file(ev.folder, variant)

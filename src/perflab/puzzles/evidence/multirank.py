@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,24 +25,17 @@ from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.paths import child_env
+from perflab.puzzles.engine.kinds import Checking, Kind, Recording, register
 from perflab.puzzles.engine.replay import ranks_dir
 from perflab.puzzles.engine.spec import Puzzle, display_path
+from perflab.toolkit.scaling import ENV_TORCHRUN, multi_node, torchrun_args  # noqa: F401 (ENV_TORCHRUN: the API)
 
-ENV_TORCHRUN = "PERFLAB_TORCHRUN"      # extra torchrun options (multi-node rendezvous)
 ENV_TIMEOUT = "PERFLAB_DIST_TIMEOUT"    # seconds one torchrun job may take (default 600)
 ENV_LOGS = "PERFLAB_DIST_LOGS"          # a folder to keep each job's torchrun log and rank results in
 
 
 def is_multi(puzzle: Puzzle) -> bool:
     return puzzle.requirements.gpus > 1
-
-
-def torchrun_args() -> list[str]:
-    return shlex.split(os.environ.get(ENV_TORCHRUN, ""))
-
-
-def multi_node() -> bool:
-    return any(a.startswith(("--nnodes", "--rdzv")) for a in torchrun_args())
 
 
 def nproc_per_node(world: int, args: list[str] | None = None) -> int:
@@ -333,3 +325,36 @@ def plot_sweep(doc: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+@register
+class MultiRank(Kind):
+    """[requirements] gpus = N > 1: every variant on N ranks under torchrun, one trace per rank."""
+    name = "multi-rank"
+    priority = 50
+
+    def applies(self, puzzle: Any) -> bool:
+        return is_multi(puzzle)
+
+    def run(self, puzzle: Any, source: Path, variant: str, out_dir: Path, *, device: str, command: str,
+            steps: int | None, seed: int, on_step: Any) -> Any:
+        return run_variant(puzzle, source, variant, out_dir, device=device, command=command, steps=steps, seed=seed)
+
+    def verify(self, rec: Recording) -> Any:
+        profiled, v = record_all(rec.puzzle, rec.workdir, rec.device, rec.seed)
+        rec.profiled.update(profiled)
+        return v
+
+    def record(self, rec: Recording) -> list[Path]:
+        path = record_sweep(rec.puzzle, rec.workdir, rec.device, rec.command)
+        return [p for p in (path, path.with_suffix(".png")) if p.is_file()] if path else []
+
+    def manifest(self, puzzle: Any, command: str, device: str) -> dict[str, Any]:
+        return environment(command, device, puzzle.requirements.gpus)
+
+    def check(self, chk: Checking) -> Any:
+        return check(chk.puzzle, chk.fix_path, chk.out_dir, device=chk.device, seed=chk.seed, reps=chk.reps,
+                     on_phase=chk.phase)
+
+    def replay(self, ev: Any, variant: str = "slow") -> list[Any]:
+        return ev.ranks(variant)

@@ -22,6 +22,8 @@ from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.paths import child_env
+from perflab.puzzles.engine import checker, replay
+from perflab.puzzles.engine.kinds import Checking, Kind, Recording, register
 from perflab.puzzles.engine.spec import Puzzle, display_path
 
 NCU_TIMEOUT_S = 300
@@ -143,12 +145,10 @@ def planted_still_there(puzzle: Puzzle, report: Any) -> list[Any]:
 
 def planted_evidence(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: int = 0) -> Any:
     """The fix under ncu: the doctor's ncu report must not hold the planted finding as high or medium."""
-    from perflab.puzzles.engine.checker import Evidence
-
     csv = profile_variant(puzzle, fix_path, out_dir, "mine", device=device, seed=seed)
     report = diagnose(load_profile(out_dir, "mine"))
     found = [f"{f.id} ({f.severity})" for f in report.findings]
-    return Evidence(ok=not planted_still_there(puzzle, report), planted=puzzle.check.planted, found=found,
+    return checker.Evidence(ok=not planted_still_there(puzzle, report), planted=puzzle.check.planted, found=found,
                     trace=str(csv))
 
 
@@ -157,3 +157,30 @@ def copy_recording(src: Path, dest: Path, variant: str, as_variant: str | None =
     name = as_variant or variant
     for fn in (rep_file, csv_file):
         shutil.copyfile(fn(src, variant), fn(dest, name))
+
+
+@register
+class Ncu(Kind):
+    """tools = ["ncu"]: one step of each recorded variant under Nsight Compute; the fix's kernels judged by it."""
+    name = "ncu"
+    priority = 10
+    tools = ("ncu",)
+
+    def record(self, rec: Recording) -> list[Path]:
+        checked = Path(rec.workdir) / "check-solution"  # the solution's check profiled it already: reuse that
+        out = []
+        for variant in replay.recorded_variants(rec.puzzle):
+            folder = rec.folder(variant)
+            if variant == "solution" and has(checked, "mine"):
+                copy_recording(checked, folder, "mine", variant)
+            else:
+                profile_variant(rec.puzzle, rec.puzzle.file(variant), folder, variant, device=rec.device)
+            out += [rep_file(folder, variant), csv_file(folder, variant)]
+        return out
+
+    def confirm(self, chk: Checking) -> Any:
+        chk.phase("ncu")
+        return planted_evidence(chk.puzzle, chk.fix_path, chk.out_dir, device=chk.device, seed=chk.seed)
+
+    def replay(self, ev: Any, variant: str = "slow") -> Any:
+        return load_profile(ev.folder, variant)

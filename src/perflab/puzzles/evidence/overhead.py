@@ -2,7 +2,7 @@
 measure is a profiler's overhead ([check] metric = "overhead").
 
 The table (`record_table`, written as `profilers.json` by recording): one host-heavy loop
-(puzzles/loop_target.py) timed without a profiler and under each profiler, in rounds:
+(evidence/loop_target.py) timed without a profiler and under each profiler, in rounds:
 
 - in-process (cProfile, yappi, pyinstrument, perflab's SIGPROF sampler): one process, the kinds take
   turns round after round, so the baseline is measured beside them;
@@ -32,8 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perflab.errors import PerflabError
 from perflab.paths import child_env
-from perflab.puzzles.engine import runner, stats
+from perflab.puzzles.engine import checker, replay, runner, stats
+from perflab.puzzles.engine.kinds import Checking, Kind, Recording, register
 
 EVIDENCE_STEPS = 5
 SAMPLE_TARGET_MS = 250.0   # one timing sample of the overhead check: about this long (several steps)
@@ -51,11 +53,9 @@ PYSPY = [("py-spy --rate 100", ["--rate", "100"]), ("py-spy --rate 1000", ["--ra
 
 def check_overhead(puzzle: Any, ref: Any, ref_state: Any, fix: Any, fix_state: Any, result: Any, *, device: str,
                    reps: int) -> Any:
-    from perflab.puzzles.engine import checker
-
     seed = result.correctness.seed
     if not callable(getattr(ref, "bare_step", None)):
-        raise checker.PerflabError(f"{puzzle.id}: workload.py has no bare_step() (the unprofiled step)")
+        raise PerflabError(f"{puzzle.id}: workload.py has no bare_step() (the unprofiled step)")
     try:
         probe = runner.sampler(ref.bare_step, ref_state, device)
         step_ms = sorted(probe() for _ in range(checker.TIMING_WARMUP))[checker.TIMING_WARMUP // 2]
@@ -183,3 +183,28 @@ def record_table(target: Path, workdir: Path, device: str) -> Path:
     path = workdir / TABLE_FILE
     path.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+@register
+class Overhead(Kind):
+    """[check] metric = "overhead" (a profiler's cost over bare_step) and tools = ["profilers"] (the table)."""
+    name = "overhead"
+
+    def applies(self, puzzle: Any) -> bool:
+        return puzzle.check.metric == "overhead" or "profilers" in puzzle.tools
+
+    def measure(self, chk: Checking) -> Any:
+        if chk.puzzle.check.metric != "overhead":
+            return None
+        chk.phase("overhead")
+        return check_overhead(chk.puzzle, chk.ref, chk.ref_state, chk.fix, chk.fix_state, chk.result,
+                              device=chk.device, reps=chk.reps)
+
+    def record(self, rec: Recording) -> list[Path]:
+        if "profilers" not in rec.puzzle.tools:
+            return []
+        module = runner.load_module(rec.puzzle.file("slow"))
+        return [record_table(Path(module.loop_file()), rec.folder("extras") / "profilers", rec.device)]
+
+    def replay(self, ev: Any, variant: str = "slow") -> dict[str, Any]:
+        return replay.read_json(ev.folder / TABLE_FILE)

@@ -1,12 +1,7 @@
-"""Artifacts beyond the torch.profiler traces, recorded for puzzles whose `tools` name them:
-
-- "py-spy": the variant's loop (puzzles/loop_target.py) sampled by py-spy, run as py-spy's child
-  (`py-spy record --format speedscope -- python -m perflab.puzzles.evidence.loop_target FILE`); where the
-  container forbids that, again with `--nonblocking`. Written as `<variant>.pyspy.json.gz` (speedscope
-  JSON, read by trace.speedscope) and `pyspy.json` (the commands and how each went);
-- "profilers": the profiler-overhead table of the loop the workload names (`loop_file()`),
-  `profilers.json` (puzzles/overhead.py);
-- "diff": the trace of `before.py` (the same workload before the change), `before.trace.json.gz`.
+"""Sampled profiles (tools = ["py-spy"]): the variant's loop (evidence/loop_target.py) sampled by py-spy, run
+as py-spy's child (`py-spy record --format speedscope -- python -m perflab.puzzles.evidence.loop_target
+FILE`); where the container forbids that, again with `--nonblocking`. Written as `<variant>.pyspy.json.gz`
+(speedscope JSON, read by trace.speedscope) and `pyspy.json` (the commands and how each went).
 """
 from __future__ import annotations
 
@@ -18,32 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perflab.puzzles.engine import replay, runner
+from perflab.errors import PerflabError
+from perflab.puzzles.engine import replay
+from perflab.puzzles.engine.kinds import Kind, Recording, register
+from perflab.puzzles.engine.spec import display_path
 
 PYSPY_RATE = 250
 PYSPY_SECONDS = 4.0
-BEFORE = "before"
 
 
 def pyspy_file(folder: Path, variant: str) -> Path:
     return Path(folder) / f"{variant}.pyspy.json.gz"
-
-
-def record(puzzle: Any, workdir: Path, device: str) -> list[Path]:
-    out: list[Path] = []
-    if "py-spy" in puzzle.tools:
-        out += record_pyspy(puzzle, workdir, device)
-    if "profilers" in puzzle.tools:
-        from perflab.puzzles.evidence.overhead import record_table
-
-        module = runner.load_module(puzzle.file("slow"))
-        out.append(record_table(Path(module.loop_file()), workdir / "profilers", device))
-    if "diff" in puzzle.tools:
-        src = puzzle.folder / f"{BEFORE}.py"
-        res = runner.run_variant(puzzle, src, BEFORE, workdir / BEFORE, device=device,
-                                 command=f"perflab run {puzzle.id} (before.py)")
-        out.append(res.trace)
-    return out
 
 
 def pyspy_command(pyspy: str, target: Path, output: Path, device: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -53,7 +33,6 @@ def pyspy_command(pyspy: str, target: Path, output: Path, device: str, extra: tu
 
 
 def record_pyspy(puzzle: Any, workdir: Path, device: str) -> list[Path]:
-    from perflab.errors import PerflabError
     from perflab.paths import child_env
 
     pyspy = shutil.which("py-spy")
@@ -86,3 +65,20 @@ def record_pyspy(puzzle: Any, workdir: Path, device: str) -> list[Path]:
     meta = workdir / "pyspy.json"
     meta.write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
     return out + [meta]
+
+
+@register
+class PySpy(Kind):
+    name = "py-spy"
+    tools = ("py-spy",)
+
+    def record(self, rec: Recording) -> list[Path]:
+        return record_pyspy(rec.puzzle, rec.folder("extras"), rec.device)
+
+    def replay(self, ev: Any, variant: str = "slow") -> Any:
+        from perflab.trace.speedscope import load
+
+        path = pyspy_file(ev.folder, variant)
+        if not path.is_file():
+            raise PerflabError(f"no recorded {variant} py-spy profile at {display_path(path)}: {ev._record_hint()}")
+        return load(path)

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import runner
+from perflab.puzzles.engine.kinds import Kind, Recording, register
 from perflab.puzzles.engine.spec import Puzzle
 
 SCHEMA = "perflab.timers/1"
@@ -120,3 +121,19 @@ def record_variant(puzzle: Puzzle, source: Path, out_dir: Path, variant: str, *,
     path = timers_file(out_dir, variant)
     runner.write_json(path, data)
     return path
+
+
+@register
+class Timers(Kind):
+    """[timers] parts: each variant's `<variant>.timers.json`."""
+    name = "timers"
+
+    def applies(self, puzzle: Any) -> bool:
+        return uses_timers(puzzle)
+
+    def record(self, rec: Recording) -> list[Path]:
+        return rec.per_variant(record_variant, "timers")
+
+    def replay(self, ev: Any, variant: str = "slow") -> dict[str, Any]:
+        name = timers_file(ev.folder, variant).name
+        return ev.require_json(name, "methods", name)

@@ -7,18 +7,9 @@ the evidence shown with it.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from perflab.puzzles.engine.plugins import discover
 from perflab.puzzles.questions.registry import ANALYSES, Computed, Grade, analysis, compute, grade, normalize
 
 __all__ = ["ANALYSES", "Computed", "Grade", "analysis", "compute", "grade", "normalize"]
 
-
-def _discover() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if info.name != "registry":
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
-_discover()
+discover(__name__)

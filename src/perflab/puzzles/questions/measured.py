@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from perflab.errors import PerflabError
+from perflab.puzzles.evidence.energy import Energy
+from perflab.puzzles.evidence.timers import Timers
 from perflab.puzzles.questions.registry import Computed, analysis
 
 TIMER_METHODS = ("host", "host_sync", "events")
@@ -16,7 +18,7 @@ ENERGY_FIELDS = ("joules_per_call", "joules_per_item", "millijoules_per_item", "
 
 
 def _timers(ev: Any, variant: str) -> dict:
-    return ev.require_json(f"{variant}.timers.json", "methods", f"{variant}.timers.json")
+    return Timers().replay(ev, variant)
 
 
 def _method(data: dict, method: str, variant: str) -> dict:
@@ -73,7 +75,7 @@ def timer_ratio(ev: Any, part: str, variant: str = "slow", numerator: str = "eve
 
 
 def _energy(ev: Any, variant: str) -> dict:
-    return ev.require_json(f"{variant}.energy.json", "energy", f"{variant}.energy.json")
+    return Energy().replay(ev, variant)
 
 
 def _energy_field(data: dict, field: str) -> float:

@@ -26,7 +26,7 @@ def ncu_profile(ev: Any, variant: str) -> Any:
     cache = _cache(ev)
     key = ("profile", variant)
     if key not in cache:
-        cache[key] = ncu_evidence.load_profile(ev.folder, variant)
+        cache[key] = ncu_evidence.Ncu().replay(ev, variant)
     return cache[key]
 
 

@@ -1,8 +1,8 @@
 """The question registry: analyses by name, and the grading of a learner's answer against them.
 
 Every analysis is `fn(evidence, **args) -> Computed`, registered with `@analysis` by the module of its
-question kind (the other modules of this package); puzzle.toml names it in `analysis` and passes
-`args`. A Computed carries the value and the numbers behind it (shown after a wrong answer).
+question kind (the other modules of this package) into the engine's ANALYSES (engine/plugins.py, which
+finds them by discovery); puzzle.toml names it in `analysis` and passes `args`. A Computed carries the value and the numbers behind it (shown after a wrong answer).
 """
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from perflab.errors import PerflabError
-
-ANALYSES: dict[str, Callable[..., Computed]] = {}
+from perflab.puzzles.engine.plugins import ANALYSES
 
 
 @dataclass

@@ -19,15 +19,11 @@ def sampled(ev: Any, variant: str) -> dict[str, Any]:
     cache = ev.__dict__.setdefault("_sampled", {})
     if variant not in cache:
         from perflab.analysis.sampling import hot_functions
-        from perflab.puzzles.evidence.sampling import pyspy_file
-        from perflab.trace.speedscope import load
+        from perflab.puzzles.evidence.sampling import PySpy, pyspy_file
 
-        path = pyspy_file(ev.folder, variant)
-        if not path.is_file():
-            raise PerflabError(f"no recorded {variant} py-spy profile at {display_path(path)}: {ev._record_hint()}")
-        hot = hot_functions(load(path), within=LOOP)
+        hot = hot_functions(PySpy().replay(ev, variant), within=LOOP)
         if not hot["functions"]:
-            raise PerflabError(f"{display_path(path)} has no samples under {LOOP}()")
+            raise PerflabError(f"{display_path(pyspy_file(ev.folder, variant))} has no samples under {LOOP}()")
         cache[variant] = hot
     return cache[variant]
 
@@ -66,10 +62,9 @@ def pyspy_share(ev: Any, variant: str = "slow", function: str = "", kind: str = 
 # ---- the profiler-overhead table ----------------------------------------------------------------
 
 def profilers(ev: Any) -> list[dict[str, Any]]:
-    from perflab.puzzles.evidence.overhead import TABLE_FILE
-    from perflab.puzzles.engine.replay import read_json
+    from perflab.puzzles.evidence.overhead import TABLE_FILE, Overhead
 
-    data = read_json(ev.folder / TABLE_FILE)
+    data = Overhead().replay(ev)
     if not data.get("rows"):
         raise PerflabError(f"no {TABLE_FILE} in {display_path(ev.folder)}: {ev._record_hint()}")
     return data["rows"]
