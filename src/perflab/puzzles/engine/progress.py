@@ -1,4 +1,4 @@
-"""Progress and run history: SQLite in WAL mode in the user data dir.
+"""Progress and run history (perflab/history.py reads the runs): SQLite in WAL mode in the user data dir.
 
 Several perflab processes may write at once: every write is one short IMMEDIATE transaction and
 waits on a busy timeout instead of failing.
@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError
-from perflab.paths import user_data_dir
+from perflab.history import BUSY_TIMEOUT_S, db_path, select_runs
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 30.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, ts REAL NOT NULL, puzzle TEXT NOT NULL, kind TEXT NOT NULL,
@@ -26,10 +25,6 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, ts REAL NOT NULL, puzzle TEXT NOT NULL, variant TEXT NOT NULL,
     mode TEXT NOT NULL, path TEXT, step_time_ms REAL, detail TEXT);
 """
-
-
-def db_path() -> Path:
-    return user_data_dir() / "progress.sqlite3"
 
 
 @dataclass
@@ -153,13 +148,7 @@ class ProgressDB:
         return out
 
     def runs(self, puzzle: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        sql = "SELECT ts, puzzle, variant, mode, path, step_time_ms FROM runs"
-        args: tuple = ()
-        if puzzle:
-            sql, args = sql + " WHERE puzzle = ?", (puzzle,)
-        rows = self.conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
-        keys = ("ts", "puzzle", "variant", "mode", "path", "step_time_ms")
-        return [dict(zip(keys, r)) for r in rows]
+        return select_runs(self.conn, puzzle, limit)
 
     def reset(self) -> None:
         with self._write() as c:

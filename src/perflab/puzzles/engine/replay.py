@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError
+from perflab.history import trace_file  # noqa: F401 (a recording's trace of a variant: the engine's name for it)
 from perflab.puzzles.engine.spec import Puzzle, display_path
 
 RECORDED_VARIANTS = ("slow", "solution")
@@ -19,10 +20,6 @@ RECORDED_VARIANTS = ("slow", "solution")
 def recorded_variants(puzzle: Puzzle) -> tuple[str, ...]:
     """What a recording profiles: slow and solution, then the puzzle's `stages` (intermediate fixes) in order."""
     return RECORDED_VARIANTS + puzzle.stages
-
-
-def trace_file(folder: Path, variant: str) -> Path:
-    return folder / f"{variant}.trace.json.gz"
 
 
 def ranks_dir(folder: Path, variant: str) -> Path:

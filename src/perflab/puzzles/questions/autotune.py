@@ -31,7 +31,7 @@ def _source(variant: str) -> str:
 @analysis
 def autotune_top_id(ev: Any, variant: str = "slow") -> Computed:
     """The most important finding computed from the autotuning log."""
-    from perflab.analysis.autotune import findings
+    from perflab.doctor.autotune import findings
 
     found = findings(autotune_log(ev, variant))
     if not found:

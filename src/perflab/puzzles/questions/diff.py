@@ -18,7 +18,8 @@ def recorded_diff(ev: Any, before: str = "before", after: str = "slow") -> Any:
     """compare(load_run(before trace), load_run(after trace)): what `perflab diff BEFORE AFTER` prints."""
     cache = ev.__dict__.setdefault("_diffs", {})
     if (before, after) not in cache:
-        from perflab.analysis.compare import compare, load_run
+        from perflab.analysis.compare import compare
+        from perflab.doctor.sides import load_run
 
         cache[(before, after)] = compare(load_run(ev.trace_path(before)), load_run(ev.trace_path(after)))
     return cache[(before, after)]
