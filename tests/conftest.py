@@ -309,3 +309,13 @@ def run_cli_subprocess(commands: list[list[str]], hide_torch: bool = True,
     marks = [tuple(map(int, line.split()[1:])) for line in proc.stderr.splitlines() if line.startswith("@@ ")]
     assert len(marks) == len(commands), proc.stderr
     return marks, proc.stdout, proc.stderr
+
+
+def shipped_file(folder: Path, name: str) -> Path:
+    """A shipped puzzle's source by name (workload, solution, before, a stage, or starter: the one
+    `perflab start` derives from the workload, engine/starter.py)."""
+    if name == "starter":
+        from perflab.puzzles.engine import spec
+
+        return spec.load(Path(folder) / "puzzle.toml").file("starter")
+    return Path(folder) / f"{name}.py"

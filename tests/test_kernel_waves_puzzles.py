@@ -135,7 +135,7 @@ def test_ncu_nvtx_option_parses_and_reaches_the_ncu_command(tmp_path):
     text = p.source.read_text()
     bad = tmp_path / "puzzle.toml"
     bad.write_text(text.replace("nvtx = true", 'nvtx = "yes"'))
-    for name in ("workload.py", "solution.py", "starter.py"):
+    for name in ("workload.py", "solution.py"):
         shutil.copy(p.folder / name, tmp_path / name)
     with pytest.raises(spec.SpecError, match=r"field 'ncu.nvtx' must be"):
         spec.load(bad)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,8 +60,8 @@ def test_puzzle_toml_contract(pid):
     assert "ncu" in d["tools"] and d["requirements"]["packages"] == ["cupy"] and d["seeds"]
     assert len(d["hints"]) >= 3 and all(len(h) > 40 for h in d["hints"])
     for variant in ("workload", "solution", "starter"):
-        assert (CATALOG / folder / f"{variant}.py").is_file()
-    starter = (CATALOG / folder / "starter.py").read_text()
+        assert shipped_file(CATALOG / folder, variant).is_file()
+    starter = shipped_file(CATALOG / folder, "starter").read_text()
     assert "TODO" in starter and "your copy to fix" in starter
 
 

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, replay
@@ -42,7 +43,7 @@ def puzzle(pid: str):
 
 
 def load(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"mgp_test_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import shipped_file
 
 from perflab.analysis.sampling import hot_functions
 from perflab.errors import PerflabError, UnreadableInput
@@ -399,7 +400,7 @@ torch = pytest.importorskip("torch")
 def load(folder, name):
     from perflab.puzzles.engine.runner import load_module
 
-    return load_module(CATALOG / folder / f"{name}.py")
+    return load_module(shipped_file(CATALOG / folder, name))
 
 
 def test_pyspy_solution_hash_is_bit_identical():

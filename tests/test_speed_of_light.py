@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, replay
@@ -134,7 +135,7 @@ def test_puzzle_contract():
 
 
 def load(variant: str):
-    spec = importlib.util.spec_from_file_location(f"speed_of_light_{next(_ids)}_{variant}", FOLDER / f"{variant}.py")
+    spec = importlib.util.spec_from_file_location(f"speed_of_light_{next(_ids)}_{variant}", shipped_file(FOLDER, variant))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

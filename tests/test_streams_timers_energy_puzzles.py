@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -236,7 +237,7 @@ def test_puzzle_toml_contract(pid):
     assert any(q["analysis"] == "doctor_top_id" and q["args"] == {"variant": "slow"} for q in d["questions"])
     readme = (CATALOG / PUZZLES[pid] / "README.md").read_text(encoding="utf-8")
     assert f"`{pid}`" in readme and f"perflab check {pid}" in readme
-    assert f"perflab check {pid}" in (CATALOG / PUZZLES[pid] / "starter.py").read_text(encoding="utf-8")
+    assert f"perflab check {pid}" in shipped_file(CATALOG / PUZZLES[pid], "starter").read_text(encoding="utf-8")
 
 
 def test_timers_and_energy_tables():
@@ -266,7 +267,7 @@ torch = pytest.importorskip("torch")
 
 
 def load_variant(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"stte_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -290,7 +291,7 @@ def test_variants_agree_on_the_cpu_and_the_starter_is_the_slow_workload(pid):
     assert not torch.equal(run(w, 1), run(w, 2))
 
     def code(variant):
-        return re.sub(r'^""".*?"""\n', "", (CATALOG / PUZZLES[pid] / f"{variant}.py").read_text(encoding="utf-8"),
+        return re.sub(r'^""".*?"""\n', "", shipped_file(CATALOG / PUZZLES[pid], variant).read_text(encoding="utf-8"),
                       flags=re.DOTALL)
 
     assert code("starter") == code("workload")

@@ -18,6 +18,20 @@ def user_data_dir() -> Path:
     return path
 
 
+def cache_dir(name: str) -> Path:
+    """A folder of perflab's cache ($PERFLAB_CACHE, else the platform's user cache dir): things it can remake."""
+    override = os.environ.get("PERFLAB_CACHE")
+    if override:
+        base = Path(override)
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("perflab", appauthor=False))
+    path = base / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def workspace_dir() -> Path:
     """The learner's workspace: ./perflab-work, overridable with PERFLAB_WORK."""
     return Path(os.environ.get("PERFLAB_WORK", "perflab-work"))
@@ -32,3 +46,11 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, **extra}
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def display_path(path: Path) -> str:
+    """Relative to the working directory when below it (shorter error lines)."""
+    try:
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd().resolve()) else str(path)
+    except ValueError:
+        return str(path)

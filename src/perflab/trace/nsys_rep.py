@@ -24,16 +24,9 @@ def export_command(nsys: str, report: Path, output: Path) -> list[str]:
 
 
 def cache_dir() -> Path:
-    override = os.environ.get("PERFLAB_CACHE")
-    if override:
-        base = Path(override)
-    else:
-        import platformdirs
+    from perflab.paths import cache_dir as perflab_cache
 
-        base = Path(platformdirs.user_cache_dir("perflab", appauthor=False))
-    path = base / "nsys-exports"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return perflab_cache("nsys-exports")
 
 
 def cached_export(report: Path) -> Path:

@@ -14,18 +14,17 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
 
 from perflab.workloads.expert_gemm import expert_gemm
+
+from perflab.workloads import sizes
 
 SIZE = {"experts": 32, "tokens": 128, "dim": 8192, "hidden": 4096}
 SMOKE_SIZE = {"experts": 3, "tokens": 8, "dim": 64, "hidden": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -37,7 +37,8 @@ extern "C" __global__ void hbm_to_smem(const float* __restrict__ in, double* __r
   float acc = 0.f;
   for (long long base = (long long)blockIdx.x * 256; base < n; base += (long long)gridDim.x * 256) {
     long long i = base + threadIdx.x;
-    tile[threadIdx.x] = i < n ? in[i] : 0.f;                    // HBM -> SMEM: 4 bytes per thread
+    // TODO: how many bytes does an SM have in flight here, and how many does it need to cover the latency?
+    tile[threadIdx.x] = i < n ? in[i] : 0.f;
     __syncthreads();
     acc += tile[255 - threadIdx.x];                             // consume from SMEM
     __syncthreads();

@@ -14,7 +14,7 @@ from perflab.workloads.sum_reduction import N, THREADS, launch, new_state
 KERNEL_SRC = r"""
 extern "C" __global__ void reduce_sum_atomic(const float* __restrict__ x, float* __restrict__ out, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) atomicAdd(out, x[i]);                  // every element: one atomic on the same 4 bytes
+  if (i < n) atomicAdd(out, x[i]);                  // TODO: 64 M atomics on one word. Reduce first, add once.
 }
 """
 

@@ -13,18 +13,17 @@ bf16, layer after layer).
 """
 from __future__ import annotations
 
-import os
 
 from perflab.workloads.ranks import rank_and_world
+
+from perflab.workloads import sizes
 
 SIZE = {"hidden": 4096, "layers": 8, "batch": 2048}
 SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

@@ -13,18 +13,17 @@ on every rank); ``state["log"]`` holds the log lines of the last step on the las
 """
 from __future__ import annotations
 
-import os
 
 from perflab.workloads.ranks import rank_and_world
+
+from perflab.workloads import sizes
 
 SIZE = {"hidden": 4096, "layers": 4, "batch": 4096, "classes": 1000}
 SMOKE_SIZE = {"hidden": 64, "layers": 2, "batch": 256, "classes": 10}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

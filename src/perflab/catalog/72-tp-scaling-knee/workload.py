@@ -17,9 +17,10 @@ process group, as one rank (then without CUDA graphs on the CPU).
 """
 from __future__ import annotations
 
-import os
 
 from perflab.workloads.ranks import graphed, rank_and_world
+
+from perflab.workloads import sizes
 
 SIZE = {"hidden": 1024, "inner": 4096, "blocks": 8, "per_rank": 4}
 SMOKE_SIZE = {"hidden": 64, "inner": 256, "blocks": 3, "per_rank": 4}
@@ -27,9 +28,7 @@ SWEEP_BATCHES = [2 ** i for i in range(15)]   # 1 .. 16384 requests per call
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def build(device: str, seed: int) -> dict:

@@ -13,18 +13,17 @@ process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), 
 """
 from __future__ import annotations
 
-import os
 
 from perflab.workloads.ranks import rank_and_world
+
+from perflab.workloads import sizes
 
 SIZE = {"hidden": 4096, "layers": 16, "batch": 3072}
 SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from typing import Any
 
 from perflab.doctor.finding import TAXONOMY_IDS
 from perflab.errors import PerflabError
+from perflab.paths import display_path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -96,6 +96,13 @@ class EnergyConfig:
 
 
 @dataclass(frozen=True)
+class StarterConfig:
+    """[starter]: what `perflab start` puts above the workload's code (engine/starter.py)."""
+    title: str = ""               # the docstring's first line; default "<name>: your starting point (...)"
+    header: str = ""              # what to do, the rules, the goal: between the title and the workload's text
+
+
+@dataclass(frozen=True)
 class Puzzle:
     id: str
     title: str
@@ -119,15 +126,21 @@ class Puzzle:
     timers: TimersConfig = TimersConfig()
     energy: EnergyConfig = EnergyConfig()
     stages: tuple[str, ...] = ()     # intermediate fixes (<stage>.py), recorded like slow and solution
+    starter: StarterConfig = StarterConfig()
 
     @property
     def artifacts(self) -> Path:
         return self.folder / "artifacts"
 
     def file(self, variant: str) -> Path:
-        """The shipped source of a variant: slow (workload.py), solution, starter, or a stage (<stage>.py)."""
+        """The source of a variant: slow (workload.py), solution, a stage (<stage>.py), or the starter: the
+        folder's starter.py where it has one, else the one derived from workload.py (engine/starter.py)."""
         if variant in self.stages:
             return self.folder / f"{variant}.py"
+        if variant == "starter" and not (self.folder / VARIANT_FILES[variant]).is_file():
+            from perflab.puzzles.engine.starter import starter_file
+
+            return starter_file(self)
         return self.folder / VARIANT_FILES[variant]
 
     def find_question(self, key: str) -> Question:
@@ -139,14 +152,6 @@ class Puzzle:
     @property
     def question_keys(self) -> list[str]:
         return [q.key for q in self.questions]
-
-
-def display_path(path: Path) -> str:
-    """Relative to the working directory when below it (shorter error lines)."""
-    try:
-        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd().resolve()) else str(path)
-    except ValueError:
-        return str(path)
 
 
 class _Fields:
@@ -233,7 +238,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     f = _Fields(data, source)
     f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
                       "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu",
-                      "timers", "energy", "stages"})
+                      "timers", "energy", "stages", "starter"})
     pid = f.text("id")
     if not ID_RE.match(pid):
         raise f.fail("id", "must be lowercase letters, digits and dashes ([a-z0-9-]+)")
@@ -251,10 +256,11 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
         requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
         check=check, questions=_questions(f, stages), ncu=_ncu(f.table("ncu")),
         timers=_timers(f.table("timers")), energy=_energy(f.table("energy")), stages=stages,
+        starter=_starter(f.table("starter")),
     )
     if stages and puzzle.requirements.gpus > 1:
         raise f.fail("stages", "is not supported for multi-GPU puzzles (requirements.gpus > 1)")
-    for variant in ("slow", "solution", "starter"):
+    for variant in ("slow", "solution"):
         if not puzzle.file(variant).is_file():
             raise SpecError(f"{display_path(source)}: puzzle folder lacks {VARIANT_FILES[variant]}")
     return puzzle
@@ -302,6 +308,11 @@ def _energy(t: _Fields) -> EnergyConfig:
     t.reject_unknown({"items_per_call", "min_time_s", "interval_s"})
     return EnergyConfig(items_per_call=t.int_in("items_per_call", 1, 10**9, 1),
                         min_time_s=t.number("min_time_s", 2.0), interval_s=t.number("interval_s", 0.02))
+
+
+def _starter(t: _Fields) -> StarterConfig:
+    t.reject_unknown({"title", "header"})
+    return StarterConfig(title=t.get("title", str, "", "a string"), header=t.get("header", str, "", "a string"))
 
 
 def _ncu(t: _Fields) -> NcuConfig:

@@ -7,7 +7,7 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.outputs import new_folder
 from perflab.paths import workspace_dir
-from perflab.puzzles.engine.spec import Puzzle, display_path
+from perflab.puzzles.engine.spec import VARIANT_FILES, Puzzle, display_path
 
 
 def puzzle_dir(puzzle: Puzzle) -> Path:
@@ -19,12 +19,17 @@ def fix_path(puzzle: Puzzle) -> Path:
 
 
 def start(puzzle: Puzzle) -> tuple[Path, bool]:
-    """Copy the starter to fix.py. Never overwrites: returns (path, created)."""
+    """Write the starter (engine/starter.py) to fix.py, and the slow workload beside it as workload.py (what a
+    solution may import from, and the reference the fix is checked against). Never overwrites either file:
+    returns (fix.py, created)."""
     dest = fix_path(puzzle)
     if dest.exists():
         return dest, False
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(puzzle.file("starter"), dest)
+    reference = dest.with_name(VARIANT_FILES["slow"])
+    if not reference.exists():
+        shutil.copyfile(puzzle.file("slow"), reference)
     return dest, True
 
 
