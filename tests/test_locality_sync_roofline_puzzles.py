@@ -1,5 +1,5 @@
 """Kernel puzzles 60-62 (l2-locality, inter-sm-sync, roofline-practice): their puzzle.toml, the roofline
-analyses against measured ceilings (puzzles/questions_roofline.py), and the shipped H100 recordings
+analyses against measured ceilings (puzzles/questions/roofline.py), and the shipped H100 recordings
 replayed: every question computed and graded (right answers right, wrong ones wrong), the doctor's top
 finding on the slow Nsight Compute report is the planted id and the planted finding is gone from the
 solution's, through the CLI too. Everything here reads recorded files; the kernels themselves run in

@@ -1,8 +1,8 @@
 """The multi-GPU puzzles (catalog 70-73): spec, workloads, the torchrun engine on the CPU, replay.
 
-- The engine (puzzles/distributed.py, dist_worker.py) runs a puzzle's fix check under torchrun with
+- The engine (puzzles/evidence/multirank.py, rank_worker.py) runs a puzzle's fix check under torchrun with
   the gloo backend, 2 processes: outputs compared rank by rank, the job's timings, one trace per rank.
-- The multi-GPU analyses (puzzles/questions_multigpu.py) are checked on the H200 x2 fixture traces
+- The multi-GPU analyses (puzzles/questions/multirank.py) are checked on the H200 x2 fixture traces
   of the DDP example (tests/data/multigpu/h200x2) laid out as a recording, through the straggler
   puzzle's own questions; the sweep analyses on a synthetic sweep.json.
 - Every recorded multi-GPU puzzle is replayed from its artifacts: questions computed and graded,

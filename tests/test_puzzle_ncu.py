@@ -1,4 +1,4 @@
-"""Nsight Compute evidence in the puzzle engine (puzzles/ncu_evidence.py, questions_ncu.py, [ncu] in
+"""Nsight Compute evidence in the puzzle engine (puzzles/evidence/ncu.py, questions/ncu.py, [ncu] in
 puzzle.toml, the checker's ncu stage, recording), and the shipped kernel puzzles' recordings.
 
 Where ncu itself would run, a stand-in `ncu` script on PATH logs its argv and writes a report whose

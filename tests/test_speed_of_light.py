@@ -1,5 +1,5 @@
 """speed-of-light (catalog 64): GEMM FLOPs from recorded shapes (analysis/matmul_work.py), the
-gemm_speed_of_light analysis against measured ceilings (puzzles/questions_speed.py) on a real H100 trace of
+gemm_speed_of_light analysis against measured ceilings (puzzles/questions/speed.py) on a real H100 trace of
 busy bf16 GEMMs, the puzzle's contract, and its workloads on the CPU. The GPU recording is replayed by
 test_puzzle_catalog.py once it is shipped; the story it must tell is checked here (skipped until then).
 """

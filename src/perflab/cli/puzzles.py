@@ -198,7 +198,7 @@ def _render_check(console: Console, r: Any) -> None:
     c = r.correctness
     console.print(Text.assemble(mark(c.ok), f"correct on fresh inputs (seed {c.seed}, {r.device})",
                                 f": {c.message}" if c.message else ""))
-    if r.speed and "median_ms" not in r.slow:  # a memory metric ([check] metric, puzzles/memory_evidence.py)
+    if r.speed and "median_ms" not in r.slow:  # a memory metric ([check] metric, puzzles/evidence/memory.py)
         s = r.speed
         metric = s.statistic.split()[0]
         console.print(Text.assemble(mark(s.passed), f"{metric}: slow {render.fmt_num(r.slow.get(metric))} MB, "

@@ -9,7 +9,6 @@ On a device without CUDA (CI's "cpu") it falls back to running the model eagerly
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "01-launch-overhead")   # this puzzle's workload.py: what the fix keeps

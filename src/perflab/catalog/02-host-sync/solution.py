@@ -12,7 +12,6 @@ On the CPU the same device-side loop runs eagerly (no graphs there).
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "02-host-sync")   # this puzzle's workload.py: what the fix keeps

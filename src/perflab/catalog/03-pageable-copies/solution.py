@@ -14,7 +14,6 @@ On the CPU (no pinned memory, no streams) it runs the plain loop.
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "03-pageable-copies")   # this puzzle's workload.py: what the fix keeps

@@ -11,7 +11,6 @@ The ids come back as a device tensor; a caller that needs them on the host copie
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "10-d2h-copy")   # this puzzle's workload.py: what the fix keeps

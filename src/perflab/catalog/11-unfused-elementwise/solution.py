@@ -9,7 +9,6 @@ about 25 x 256 MiB). The compiled function is built once in setup(). On the CPU 
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "11-unfused-elementwise")   # this puzzle's workload.py: what the fix keeps

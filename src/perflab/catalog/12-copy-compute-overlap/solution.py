@@ -17,7 +17,6 @@ instead of their sum. On the CPU (no streams) it runs the plain loop.
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "12-copy-compute-overlap")   # this puzzle's workload.py: what the fix keeps

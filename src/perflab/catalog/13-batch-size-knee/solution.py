@@ -12,7 +12,6 @@ than the host needs to launch it, so the GPU never waits for the host.
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "13-batch-size-knee")   # this puzzle's workload.py: what the fix keeps

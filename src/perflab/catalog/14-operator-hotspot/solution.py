@@ -12,7 +12,6 @@ loses nothing the head's input did not already lose.)
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "14-operator-hotspot")   # this puzzle's workload.py: what the fix keeps

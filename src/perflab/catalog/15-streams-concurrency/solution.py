@@ -23,10 +23,8 @@ gelu=True)``, 512 blocks that fill the GPU with no streams at all.) On the CPU i
 """
 from __future__ import annotations
 
-
-from perflab.workloads.expert_gemm import expert_gemm
-
 from perflab.workloads import siblings
+from perflab.workloads.expert_gemm import expert_gemm
 
 _w = siblings.load(__file__, "15-streams-concurrency")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, _size, _build = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import math
 
-from perflab.workloads.expert_gemm import expert_gemm
-
 from perflab.workloads import sizes
+from perflab.workloads.expert_gemm import expert_gemm
 
 SIZE = {"experts": 32, "tokens": 128, "dim": 8192, "hidden": 4096}
 SMOKE_SIZE = {"experts": 3, "tokens": 8, "dim": 64, "hidden": 32}

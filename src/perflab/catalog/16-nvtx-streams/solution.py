@@ -15,7 +15,6 @@ stages and their annotations stay as they were. On the CPU it runs the plain cha
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "16-nvtx-streams")   # this puzzle's workload.py: what the fix keeps

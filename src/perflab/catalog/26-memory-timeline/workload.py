@@ -12,7 +12,6 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 """
 from __future__ import annotations
 
-
 from perflab.workloads import sizes
 
 SIZE = {"batch": 4096, "width": 1024, "expand": 4, "blocks": 32}

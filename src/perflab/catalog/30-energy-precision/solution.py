@@ -11,7 +11,6 @@ The result matches fp32 to bf16 accuracy (relative error of a few 1e-3, checked 
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "30-energy-precision")   # this puzzle's workload.py: what the fix keeps

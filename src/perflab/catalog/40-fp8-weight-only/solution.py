@@ -9,7 +9,6 @@ On the CPU (smoke runs) the same maths runs in PyTorch.
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "40-fp8-weight-only")   # this puzzle's workload.py: what the fix keeps

@@ -10,7 +10,6 @@ Two changes to how the graphs are captured, none to the model:
 """
 from __future__ import annotations
 
-
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "41-cuda-graph-memory")   # this puzzle's workload.py: what the fix keeps

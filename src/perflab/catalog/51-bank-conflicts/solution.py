@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "51-bank-conflicts")   # this puzzle's workload.py: what the fix keeps
 make_input, reference = _w.make_input, _w.reference

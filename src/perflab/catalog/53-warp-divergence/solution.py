@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "53-warp-divergence")   # this puzzle's workload.py: what the fix keeps
 CHANNEL_FUNCTIONS, make_input = _w.CHANNEL_FUNCTIONS, _w.make_input

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "55-hbm-to-smem")   # this puzzle's workload.py: what the fix keeps
 N, BLOCK_TOTAL, make_input, reference, sms = _w.N, _w.BLOCK_TOTAL, _w.make_input, _w.reference, _w.sms

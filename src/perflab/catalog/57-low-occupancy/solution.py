@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "57-low-occupancy")   # this puzzle's workload.py: what the fix keeps
 KERNEL_BODY, make_input, reference = _w.KERNEL_BODY, _w.make_input, _w.reference

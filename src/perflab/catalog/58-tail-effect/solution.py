@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "58-tail-effect")   # this puzzle's workload.py: what the fix keeps
 CHUNK, ADVANCE, sm_count, make_input, reference_state = (_w.CHUNK, _w.ADVANCE, _w.sm_count, _w.make_input,

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
-
 from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "59-tile-quantization")   # this puzzle's workload.py: what the fix keeps
 KERNEL_TEMPLATE, kernel_name, padded, make_input, reference_state = (

@@ -9,10 +9,8 @@ DistributedDataParallel does the same with its buckets (bucket_cap_mb) and its a
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import rank_and_world
-
 from perflab.workloads import siblings
+from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "70-exposed-allreduce")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, _size, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.loss_of

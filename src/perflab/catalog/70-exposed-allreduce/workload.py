@@ -13,10 +13,8 @@ bf16, layer after layer).
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import rank_and_world
-
 from perflab.workloads import sizes
+from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 8, "batch": 2048}
 SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}

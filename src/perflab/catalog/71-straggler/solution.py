@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import collections
 
-from perflab.workloads.ranks import rank_and_world
-
 from perflab.workloads import siblings
+from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "71-straggler")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, _size, score = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.score

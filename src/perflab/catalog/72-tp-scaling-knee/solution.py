@@ -8,10 +8,8 @@ per step, as before). Tensor parallelism pays only past the knee of the sweep.
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import graphed
-
 from perflab.workloads import siblings
+from perflab.workloads.ranks import graphed
 
 _w = siblings.load(__file__, "72-tp-scaling-knee")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, _size, build, rms = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.build, _w.rms

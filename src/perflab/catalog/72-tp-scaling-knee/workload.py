@@ -17,10 +17,8 @@ process group, as one rank (then without CUDA graphs on the CPU).
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import graphed, rank_and_world
-
 from perflab.workloads import sizes
+from perflab.workloads.ranks import graphed, rank_and_world
 
 SIZE = {"hidden": 1024, "inner": 4096, "blocks": 8, "per_rank": 4}
 SMOKE_SIZE = {"hidden": 64, "inner": 256, "blocks": 3, "per_rank": 4}

@@ -8,10 +8,8 @@ forward prefetch does the same.
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import rank_and_world
-
 from perflab.workloads import siblings
+from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "73-nccl-timeline")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, _size, gather, finish = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.gather, _w.finish

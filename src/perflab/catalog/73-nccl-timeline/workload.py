@@ -13,10 +13,8 @@ process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), 
 """
 from __future__ import annotations
 
-
-from perflab.workloads.ranks import rank_and_world
-
 from perflab.workloads import sizes
+from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 16, "batch": 3072}
 SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}

@@ -66,7 +66,7 @@ class CheckConfig:
     reps: int = 30
     metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory puzzles: memory_evidence.py)
     reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
-    max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/overhead.py)
+    max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/evidence/overhead.py)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class NcuConfig:
 
 @dataclass(frozen=True)
 class TimersConfig:
-    """[timers]: the step's parts (functions of the state, in order) timed three ways (puzzles/timers_evidence.py)."""
+    """[timers]: the step's parts (functions of the state, in order) timed three ways (puzzles/evidence/timers.py)."""
     parts: tuple[str, ...] = ()
     steps: int = 20
     warmup: int = 3
@@ -89,7 +89,7 @@ class TimersConfig:
 
 @dataclass(frozen=True)
 class EnergyConfig:
-    """[energy]: how tools = ["nvml"] puzzles measure joules per call (puzzles/energy_evidence.py)."""
+    """[energy]: how tools = ["nvml"] puzzles measure joules per call (puzzles/evidence/energy.py)."""
     items_per_call: int = 1       # inferences per step(), for joules per inference
     min_time_s: float = 2.0       # each variant runs at least this long between the energy counter's reads
     interval_s: float = 0.02      # GPUMonitor sampling interval

@@ -1,7 +1,7 @@
 """Analyses for before/after questions: `perflab diff` (analysis.compare) between two recorded traces
 of one puzzle, by default the `before` trace (before.py) and the `slow` one (the change).
 
-Registered into questions.ANALYSES on import (questions.py imports this module at its end).
+Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 

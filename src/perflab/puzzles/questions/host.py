@@ -1,7 +1,7 @@
 """Host-side analyses for diagnosis questions: where the step thread's time goes, which Python code.
 
 They read analysis.cpu_host, so they answer the same on a GPU trace and on a CPU-only one; they
-register into questions.ANALYSES on import (questions.py imports this module).
+register into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Memory analyses for puzzle questions: answers computed from the recorded memory snapshots
 (`<variant>.memory.json.gz`), from measurements.json and from extra JSON artifacts of a recording.
 
-Registered into questions.ANALYSES on import (questions.py imports this module at its end).
+Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 

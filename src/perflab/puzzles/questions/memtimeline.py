@@ -1,7 +1,7 @@
 """Analyses for questions about what is alive at the memory peak of a recorded snapshot
 (analysis.memory_peak over `<variant>.memory.json.gz`).
 
-Registered into questions.ANALYSES on import (questions.py imports this module at its end).
+Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 

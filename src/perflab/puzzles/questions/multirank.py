@@ -2,7 +2,8 @@
 
 Per-rank and collective numbers come from analysis.collectives.multirank_summary over every rank
 of `<variant>.ranks/` (the doctor's `analyses.multigpu`); the batch sweep at 1 and N ranks from
-`sweep.json` (puzzles/distributed.py). Registered into questions.ANALYSES on import, like every analysis.
+`sweep.json` (puzzles/evidence/multirank.py). Registered into questions.ANALYSES on import, like every
+analysis.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Analyses for questions about sampled profiles (py-spy, `<variant>.pyspy.json.gz`) and the measured
-cost of Python profilers (`profilers.json`, puzzles/overhead.py).
+cost of Python profilers (`profilers.json`, puzzles/evidence/overhead.py).
 
-Registered into questions.ANALYSES on import (questions.py imports this module at its end).
+Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 

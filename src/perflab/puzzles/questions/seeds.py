@@ -2,7 +2,7 @@
 the autotune puzzle, analysis/gemlite.py) and comparisons between two numbers of one recorded JSON table
 (`configs.json` of fp8-weight-only: torchao's configurations measured one process each).
 
-Registered into questions.ANALYSES on import (questions.py imports this module at its end).
+Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
 
