@@ -238,7 +238,7 @@ def record_all(puzzle: Puzzle, workdir: Path, device: str, seed: int | None = No
     for name in ("solution", "starter"):
         traces = ranks_dir(workdir / f"check-{name}", "mine")
         traces.mkdir(parents=True, exist_ok=True)
-        checks[name] = {"fix": str(puzzle.file(name).resolve()), "traces": str(traces)}
+        checks[name] = {"fix": str(puzzle.file(name).resolve()), "variant": name, "traces": str(traces)}
     res = launch(_job(puzzle, device, mode="record", seed=seed, warmup=puzzle.profile.warmup,
                       steps=puzzle.profile.steps, reps=puzzle.check.reps, slow=str(puzzle.file("slow").resolve()),
                       profiles=profiles, checks=checks), workdir / ".record-job", puzzle.requirements.gpus)

@@ -136,7 +136,10 @@ def run_check(job: dict, device: str, rank: int) -> dict:
     puzzle = load(Path(job["puzzle"]))
     seed = int(job["seed"])
     ref = runner.load_module(Path(job["slow"]))
-    fix = runner.load_module(Path(job["fix"]))
+    fix_path = Path(job["fix"])
+    if not fix_path.is_file() and job.get("variant"):  # a derived starter lives in each node's own cache
+        fix_path = puzzle.file(job["variant"])
+    fix = runner.load_module(fix_path)
     ref_state = ref.setup(device, seed)
     try:
         fix_state, message = fix.setup(device, seed), ""
