@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from perflab.errors import PerflabError
 from perflab.puzzles.engine import kinds, runner, stats
 from perflab.puzzles.engine.spec import Puzzle
 
@@ -197,6 +198,8 @@ def check(puzzle: Puzzle, fix_path: Path, out_dir: Path, *, device: str, seed: i
     if not chk.result.correctness.ok:
         return chk.result
     result = kinds.first(puzzle, "measure", chk)
+    if result is None:
+        raise PerflabError(f"{puzzle.id}: no evidence kind measures [check] metric {puzzle.check.metric!r}")
     if result.correctness.ok and result.speed is not None and result.speed.passed:
         result.evidence = kinds.first(puzzle, "confirm", chk) or result.evidence
     return result
