@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from perflab.puzzles import catalog, replay  # noqa: E402
+from perflab.puzzles.engine import catalog, replay  # noqa: E402
 
 
 def row(p) -> tuple[str, bool]:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 import torch  # noqa: E402
 
-from perflab.puzzles.runner import load_module  # noqa: E402
+from perflab.puzzles.engine.runner import load_module  # noqa: E402
 from perflab.workloads import fp8, llama  # noqa: E402
 
 MB = 1024.0 * 1024.0

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))  # this tree's code and catalog, ahead of any installed wheel
 
 from perflab.errors import PerflabError  # noqa: E402
-from perflab.puzzles import catalog, recording, runner  # noqa: E402
+from perflab.puzzles.engine import catalog, recording, runner  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))  # this tree's code and catalog, ahead of any installed wheel
 
 from perflab.errors import PerflabError  # noqa: E402
-from perflab.puzzles import catalog, runner  # noqa: E402
+from perflab.puzzles.engine import catalog, runner  # noqa: E402
 from perflab.toolkit import batch_sweep  # noqa: E402
 
 

@@ -21,7 +21,7 @@ def main(out: Path) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from perflab.puzzles.runner import environment
+    from perflab.puzzles.engine.runner import environment
 
     out.mkdir(parents=True, exist_ok=True)
     n = 8192

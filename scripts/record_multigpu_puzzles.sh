@@ -3,7 +3,7 @@
 # (kind nvidia-h200-x2), then run the multi-GPU gpu tests. From the repo root:
 #   source scripts/device_env.sh && bash scripts/record_multigpu_puzzles.sh [IDS...]
 # Each puzzle is recorded by scripts/record_artifacts.py (no --force) under `timeout`; the workers
-# run under torchrun (perflab.puzzles.distributed). Everything lands in $OUT/mgp.tgz: rec/<NN-slug>/artifacts
+# run under torchrun (perflab.puzzles.evidence.multirank). Everything lands in $OUT/mgp.tgz: rec/<NN-slug>/artifacts
 # (copy back with `cp -r rec/* src/perflab/catalog/`), logs, torchrun logs and rank results, gpu tests.
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}

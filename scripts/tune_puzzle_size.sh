@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Try several values of one SIZE key of a puzzle in one call on the GPU machine, before recording it:
-# each value is written into the SIZE dict of the puzzle's workload.py (and of solution.py and starter.py where
-# they define their own), the fix
+# each value is written into the SIZE dict of the puzzle's workload.py (and of solution.py where it defines its
+# own; the starter is derived from workload.py), the fix
 # check runs (solution must pass, starter must fail; scripts/check_catalog_gpu.py) and its JSON line goes
 # to OUT/tune.jsonl; the files are restored afterwards, whatever happens.
 #
@@ -25,7 +25,7 @@ if ! grep -Eq "^SIZE = \{.*\"$key\": [0-9]+" "$dir/workload.py"; then
   exit 2
 fi
 files=()  # the variants that define SIZE themselves (others import the workload's)
-for f in "$dir/workload.py" "$dir/solution.py" "$dir/starter.py"; do
+for f in "$dir/workload.py" "$dir/solution.py"; do
   if grep -Eq "^SIZE = \{.*\"$key\": [0-9]+" "$f"; then files+=("$f"); fi
 done
 backup=$(mktemp -d)

@@ -251,7 +251,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
 @pytest.fixture
 def fake_catalog(tmp_path, monkeypatch):
     """The synthetic puzzle alone: the shipped catalog is tested on its own (test_puzzle_catalog.py)."""
-    from perflab.puzzles import catalog
+    from perflab.puzzles.engine import catalog
 
     root = tmp_path / "catalog"
     make_puzzle(root)
@@ -262,8 +262,8 @@ def fake_catalog(tmp_path, monkeypatch):
 
 def shipped_puzzles() -> list:
     """The shipped catalog for parametrizing, or [] when it does not load (test_shipped_catalog_is_valid says why)."""
-    from perflab.puzzles import catalog
-    from perflab.puzzles.spec import SpecError
+    from perflab.puzzles.engine import catalog
+    from perflab.puzzles.engine.spec import SpecError
 
     try:
         return catalog.load_catalog([catalog.BUILTIN])
@@ -288,7 +288,7 @@ LAUNCHER = textwrap.dedent('''
     if {hide_torch}:
         sys.meta_path.insert(0, NoTorch())
     if not {shipped}:
-        from perflab.puzzles import catalog
+        from perflab.puzzles.engine import catalog
         catalog.BUILTIN = catalog.BUILTIN.parent / "no-shipped-catalog"  # as the fake_catalog fixture does
     from perflab.__main__ import main
     for args in sys.argv[1:]:
@@ -310,3 +310,13 @@ def run_cli_subprocess(commands: list[list[str]], hide_torch: bool = True,
     marks = [tuple(map(int, line.split()[1:])) for line in proc.stderr.splitlines() if line.startswith("@@ ")]
     assert len(marks) == len(commands), proc.stderr
     return marks, proc.stdout, proc.stderr
+
+
+def shipped_file(folder: Path, name: str) -> Path:
+    """A shipped puzzle's source by name (workload, solution, before, a stage, or starter: the one
+    `perflab start` derives from the workload, engine/starter.py)."""
+    if name == "starter":
+        from perflab.puzzles.engine import spec
+
+        return spec.load(Path(folder) / "puzzle.toml").file("starter")
+    return Path(folder) / f"{name}.py"

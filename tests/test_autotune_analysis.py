@@ -1,5 +1,5 @@
-"""Autotuning logs (analysis/autotune.py), their recorder (puzzles/autotune_log.py, with a stand-in
-autotuner and timer), and the autotune questions (puzzles/questions_autotune.py)."""
+"""Autotuning logs (analysis/autotune.py, doctor/autotune.py), their recorder (puzzles/evidence/autotune.py, with a stand-in
+autotuner and timer), and the autotune questions (puzzles/questions/autotune.py)."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.analysis import autotune
+from perflab.doctor import autotune as autotune_rules
 from perflab.errors import PerflabError
-from perflab.puzzles import questions, replay
+from perflab.puzzles import questions
 
+from perflab.puzzles.engine import replay
 BIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
 
@@ -35,7 +37,7 @@ def test_rows_compare_the_used_config_with_the_best_on_the_same_shape():
 
 
 def test_findings_name_the_miss_and_the_key_dimension_it_ignores():
-    found = autotune.findings(log())
+    found = autotune_rules.findings(log())
     assert [f.id for f in found] == ["autotune-miss", "tile-quantization"]
     miss = found[0]
     assert miss.severity == "high" and miss.gain_pct == 75.0 and miss.evidence["shape_dims_not_in_key"] == "M"
@@ -43,9 +45,9 @@ def test_findings_name_the_miss_and_the_key_dimension_it_ignores():
 
 
 def test_no_miss_when_each_shape_runs_its_best_config():
-    assert autotune.findings(log(decode_used=SMALL, key=("M", "N", "K"))) == []
+    assert autotune_rules.findings(log(decode_used=SMALL, key=("M", "N", "K"))) == []
     # within timing noise of the best: no miss, and the padding is worth at most what the best config saves
-    found = autotune.findings(log(decode_ms=(0.080, 0.075)))
+    found = autotune_rules.findings(log(decode_ms=(0.080, 0.075)))
     assert [(f.id, f.severity) for f in found] == [("tile-quantization", "low")] and found[0].gain_pct == 6.2
 
 
@@ -62,7 +64,7 @@ def test_unreadable_logs_are_one_line_errors(tmp_path):
 
 
 def test_build_log_records_the_tuner_s_choice_and_every_config_s_time(monkeypatch):
-    from perflab.puzzles import autotune_log
+    from perflab.puzzles.evidence import autotune as autotune_log
 
     class Cfg:
         def __init__(self, bm):
@@ -92,8 +94,8 @@ def test_build_log_records_the_tuner_s_choice_and_every_config_s_time(monkeypatc
 
 
 def test_autotune_questions_read_the_recorded_logs(tmp_path):
-    from perflab.puzzles.autotune_log import log_file
-    from perflab.puzzles.spec import Question
+    from perflab.puzzles.evidence.autotune import log_file
+    from perflab.puzzles.engine.spec import Question
 
     (log_file(tmp_path, "slow")).write_text(json.dumps(log()))
     ev = replay.Evidence(tmp_path, "autotune")

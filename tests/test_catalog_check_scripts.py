@@ -93,7 +93,7 @@ def test_a_crashing_puzzle_does_not_lose_the_others(tmp_path, monkeypatch, capsy
 
 def test_size_tuning_tries_each_value_and_restores_the_puzzle(tmp_path):
     folder = REPO / "src" / "perflab" / "catalog" / "22-with-stack"
-    before = {f: (folder / f).read_text() for f in ("workload.py", "starter.py", "solution.py")}
+    before = {f: (folder / f).read_text() for f in ("workload.py", "solution.py")}
     p = subprocess.run(["bash", str(REPO / "scripts" / "tune_puzzle_size.sh"), "with-stack", "seq", "256"],
                        capture_output=True, text=True, env={**os.environ, "OUT": str(tmp_path)})
     assert p.returncode == 0, p.stderr[-2000:]

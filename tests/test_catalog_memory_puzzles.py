@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 torch = pytest.importorskip("torch")
 
-from perflab.puzzles import spec  # noqa: E402
-from perflab.puzzles.runner import load_module  # noqa: E402
+from perflab.puzzles.engine import spec  # noqa: E402
+from perflab.puzzles.engine.runner import load_module  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"
 FOLDERS = ["40-fp8-weight-only", "41-cuda-graph-memory"]
@@ -20,7 +21,7 @@ FOLDERS = ["40-fp8-weight-only", "41-cuda-graph-memory"]
 def test_variants_agree_on_the_cpu(folder):
     outs = []
     for variant in ("workload", "starter", "solution"):
-        module = load_module(CATALOG / folder / f"{variant}.py")
+        module = load_module(shipped_file(CATALOG / folder, variant))
         state = module.setup("cpu", 11)
         outs.append(module.step(state).clone())
         torch.testing.assert_close(module.step(state), outs[-1])  # a step is repeatable

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,7 +27,8 @@ else:  # pragma: no cover
 torch = pytest.importorskip("torch")
 
 from perflab.errors import PerflabError  # noqa: E402
-from perflab.puzzles import catalog, questions, replay  # noqa: E402
+from perflab.puzzles.engine import catalog, replay  # noqa: E402
+from perflab.puzzles import questions
 from perflab.toolkit import batch_sweep  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"
@@ -42,7 +44,7 @@ _ids = itertools.count()
 
 
 def load(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"timeline_test_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -109,7 +111,7 @@ def test_puzzle_folder_has_readme_and_variants(pid):
     folder = CATALOG / PUZZLES[pid]
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert f"`{pid}`" in readme and f"perflab check {pid}" in readme
-    assert f"perflab check {pid}" in (folder / "starter.py").read_text(encoding="utf-8")
+    assert f"perflab check {pid}" in shipped_file(folder, "starter").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------- workloads
@@ -136,7 +138,7 @@ def test_starter_is_the_slow_workload(pid):
     folder = CATALOG / PUZZLES[pid]
 
     def code(variant):  # everything after the module docstring
-        return re.sub(r'^""".*?"""\n', "", (folder / f"{variant}.py").read_text(encoding="utf-8"), flags=re.DOTALL)
+        return re.sub(r'^""".*?"""\n', "", shipped_file(folder, variant).read_text(encoding="utf-8"), flags=re.DOTALL)
 
     assert code("starter") == code("workload")
 

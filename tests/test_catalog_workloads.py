@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +37,7 @@ _ids = itertools.count()
 
 
 def load(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"catalog_test_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -101,8 +102,8 @@ def test_puzzle_folder_has_readme_and_variants(pid):
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert f"`{pid}`" in readme and f"perflab check {pid}" in readme
     for variant in VARIANTS:
-        assert (folder / f"{variant}.py").is_file()
-    assert f"perflab check {pid}" in (folder / "starter.py").read_text(encoding="utf-8")
+        assert shipped_file(folder, variant).is_file()
+    assert f"perflab check {pid}" in shipped_file(folder, "starter").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------- workloads
@@ -127,7 +128,7 @@ def test_starter_is_the_slow_workload(pid):
     folder = CATALOG / PUZZLES[pid]
 
     def code(variant):  # everything after the module docstring
-        return re.sub(r'^""".*?"""\n', "", (folder / f"{variant}.py").read_text(encoding="utf-8"), flags=re.DOTALL)
+        return re.sub(r'^""".*?"""\n', "", shipped_file(folder, variant).read_text(encoding="utf-8"), flags=re.DOTALL)
 
     assert code("starter") == code("workload")
     assert_same(run(load(pid, "starter"), 5), run(load(pid, "workload"), 5))

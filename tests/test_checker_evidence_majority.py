@@ -1,11 +1,12 @@
-"""checker.profiled_evidence: one profile decides when the planted finding is gone; otherwise two of three."""
+"""The trace kind's profiled_evidence: one profile decides when the planted finding is gone; otherwise two of three."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from perflab.puzzles import checker
+from perflab.puzzles.engine import checker
+from perflab.puzzles.evidence import trace as trace_evidence
 
 PUZZLE = SimpleNamespace(id="p", profile=SimpleNamespace(steps=4, with_stack=False), check=SimpleNamespace(planted="x"))
 
@@ -15,12 +16,12 @@ def run(monkeypatch, tmp_path, verdicts):
 
     def profile(name):
         profiled.append(name)
-        return checker.replay.trace_file(tmp_path, name)
+        return trace_evidence.replay.trace_file(tmp_path, name)
 
-    monkeypatch.setattr(checker, "planted_evidence",
+    monkeypatch.setattr(trace_evidence, "planted_evidence",
                         lambda puzzle, trace: checker.Evidence(ok=queue.pop(0), planted="x", found=["x (high)"],
                                                                trace=str(trace)))
-    return checker.profiled_evidence(PUZZLE, profile), [checker.replay.trace_file(tmp_path, n).name for n in profiled]
+    return trace_evidence.profiled_evidence(PUZZLE, profile), [trace_evidence.replay.trace_file(tmp_path, n).name for n in profiled]
 
 
 def test_a_clean_first_profile_decides_alone(monkeypatch, tmp_path):

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.doctor.finding import Finding
-from perflab.puzzles import catalog, checker
+from perflab.puzzles.engine import catalog, checker
+from perflab.puzzles.evidence import trace as trace_evidence
 
 KINETO = Path(__file__).parent / "data" / "kineto"
 
@@ -33,11 +34,11 @@ def test_a_busy_hosts_fix_trace_passes_where_the_slow_trace_does_not():
     """with-stack's solution profiled on a busy H100 host (one descheduled call): host-compute medium
     behind launch-overhead high. The same puzzle's recorded slow trace holds it high and first."""
     puzzle = SimpleNamespace(check=SimpleNamespace(planted="host-compute"))
-    fixed = checker.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
+    fixed = trace_evidence.planted_evidence(puzzle, KINETO / "h100_busy_host_stray_call.trace.json.gz")
     assert fixed.ok and fixed.found[:2] == ["launch-overhead (high)", "host-compute (medium)"], fixed.found
     assert fixed.residue
     slow = catalog.find(catalog.load_catalog(), "with-stack").artifacts / "slow.trace.json.gz"
-    held = checker.planted_evidence(puzzle, slow)
+    held = trace_evidence.planted_evidence(puzzle, slow)
     assert not held.ok and not held.residue
 
 
@@ -63,7 +64,7 @@ def test_profiler_overheads_check_says_what_it_measured():
     from rich.console import Console
 
     from perflab.cli.puzzles import _render_check
-    from perflab.puzzles import stats
+    from perflab.puzzles.engine import stats
 
     r = checker.CheckResult("profiler-overhead", "fix.py", "cpu", checker.Correctness(True, 1),
                             slow={"median_ms": 30.0}, fixed={"median_ms": 58.0},
@@ -79,7 +80,7 @@ def test_profiler_overheads_check_says_what_it_measured():
 
 
 def test_over_ranks_a_medium_residue_on_one_rank_passes_as_a_residue(monkeypatch, tmp_path):
-    from perflab.puzzles import distributed
+    from perflab.puzzles.evidence import multirank as distributed
 
     reports = [SimpleNamespace(source={"rank": 0}, findings=[finding("launch-overhead", "high")]),
                SimpleNamespace(source={"rank": 1}, findings=[finding("launch-overhead", "high"),

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from perflab.puzzles import stats
+from perflab.puzzles.engine import stats
 
 
 def noisy(rng, n, median_ms, sigma=0.25):

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FAKE_ID, GPU_NAME, PUZZLE_TOML, make_puzzle, run_cli_subprocess, shipped_puzzles
 from perflab.__main__ import main
-from perflab.puzzles import runner
+from perflab.puzzles.engine import runner
 
 RIGHT = ["-a", "cause=host-sync", "-a", "syncs=2", "-a", "kernel=gemm_bf16", "-a", "kernels=41", "-a", "busy=68",
          "-a", "pageable=2", "-a", "h2d=2097152", "-a", "speedup=2.5", "-a", "fixed=3"]

@@ -8,7 +8,9 @@ import pytest
 
 from conftest import FIXED_KERNELS, SLOW_KERNELS, make_trace, write_trace
 from perflab.__main__ import main
-from perflab.analysis.compare import SCHEMA, compare, load_run, resolve
+from perflab.analysis.compare import SCHEMA, compare
+from perflab.doctor.sides import load_run
+from perflab.history import resolve
 from perflab.analysis.kernels import classify, kernel_breakdown
 from perflab.analysis.summary import evidence_summary
 from perflab.errors import PerflabError
@@ -161,7 +163,7 @@ def test_terminal_rendering(runs, capsys):
 # ---- run history ---------------------------------------------------------------------------------------
 
 def test_history_refs(tmp_path):
-    from perflab.puzzles.progress import ProgressDB
+    from perflab.puzzles.engine.progress import ProgressDB
 
     with pytest.raises(PerflabError, match="no run history"):
         resolve("run:1")

@@ -11,8 +11,9 @@ import pytest
 from perflab.__main__ import main
 from perflab.analysis import gemlite
 from perflab.errors import PerflabError
-from perflab.puzzles import questions, replay, spec
+from perflab.puzzles import questions
 
+from perflab.puzzles.engine import replay, spec
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog" / "42-autotune"
 RECORD = FOLDER / "artifacts" / "gemlite.json"
 SPLITK = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "SPLIT_K": 8, "num_warps": 4, "num_stages": 1}

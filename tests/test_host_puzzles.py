@@ -15,7 +15,8 @@ from perflab.analysis.cpu_host import cpu_time_split, source_frame
 from perflab.analysis.windows import analysis_windows
 from perflab.doctor.cpu import cpu_findings
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, replay
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles import questions
 from perflab.trace.kineto import load
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -176,7 +177,7 @@ def test_some_puzzles_check_on_the_cpu():
 def test_cpu_check_runs_every_stage_on_the_cpu(puzzle, tmp_path, monkeypatch):
     """The whole checker on device "cpu" at SMOKE_SIZE: correct, timed with perf_counter, re-profiled."""
     pytest.importorskip("torch")
-    from perflab.puzzles import checker, runner
+    from perflab.puzzles.engine import checker, runner
 
     monkeypatch.setenv("PERFLAB_SMOKE", "1")
     monkeypatch.setattr(runner, "cuda_available", lambda: False)
@@ -212,7 +213,8 @@ def test_cpu_evidence_at_full_size_flags_the_starter_not_the_solution(puzzle, tm
                                                                       one_torch_thread):
     """At the real size (what `perflab check` runs), the CPU-side rules see the planted bottleneck in
     the starter and not in the solution: the checker's evidence stage on a machine without a GPU."""
-    from perflab.puzzles import checker, runner
+    from perflab.puzzles.engine import runner
+    from perflab.puzzles.evidence import trace as trace_evidence
 
     monkeypatch.delenv("PERFLAB_SMOKE", raising=False)
     verdicts = {}
@@ -221,7 +223,7 @@ def test_cpu_evidence_at_full_size_flags_the_starter_not_the_solution(puzzle, tm
         state = module.setup("cpu", 5)
         trace = tmp_path / f"{variant}.trace.json.gz"
         runner.profile_steps(module, state, "cpu", trace, warmup=1, steps=5, with_stack=puzzle.profile.with_stack)
-        verdicts[variant] = checker.planted_evidence(puzzle, trace)
+        verdicts[variant] = trace_evidence.planted_evidence(puzzle, trace)
     assert not verdicts["starter"].ok, verdicts["starter"].found
     assert verdicts["starter"].found[0].startswith(f"{puzzle.check.planted} ("), verdicts["starter"].found
     assert verdicts["solution"].ok, verdicts["solution"].found
@@ -303,7 +305,7 @@ def test_readme_duckdb_rule_runs(tmp_path, capsys):
 def test_custom_trace_rules_variants_agree_on_the_cpu(monkeypatch):
     """gpu = true (the fix is checked on a GPU), but its three files run and agree on device "cpu"."""
     pytest.importorskip("torch")
-    from perflab.puzzles import checker, runner
+    from perflab.puzzles.engine import checker, runner
 
     monkeypatch.setenv("PERFLAB_SMOKE", "1")
     puzzle = catalog.find(catalog.load_catalog(), "custom-trace-rules")

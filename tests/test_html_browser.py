@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from perflab.__main__ import main
-from perflab.analysis.compare import compare, load_run
+from perflab.analysis.compare import compare
+from perflab.doctor.sides import load_run
 from perflab.doctor import diagnose
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -16,15 +16,19 @@ from pathlib import Path
 import pytest
 from conftest import shipped_puzzles
 
-from perflab.puzzles import ncu_evidence, questions, replay, spec
+from perflab.puzzles.evidence import ncu as ncu_evidence
 
+
+from perflab.puzzles import questions
+
+from perflab.puzzles.engine import replay, spec
 DATA = Path(__file__).resolve().parent / "data" / "ncu"
 IDS = ("low-occupancy", "tail-effect", "tile-quantization")
 PUZZLES = {p.id: p for p in shipped_puzzles() if p.id in IDS}
 
 
 def ncu_report(pid: str, variant: str):
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
 
     return questions_ncu.ncu_report(replay.recording(PUZZLES[pid]), variant)
 
@@ -81,7 +85,7 @@ def test_every_question_computes_and_grades(pid):
 
 def test_low_occupancy_numbers_come_from_the_occupancy_section():
     ev = replay.recording(PUZZLES["low-occupancy"])
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
 
     slow = questions_ncu.pick_kernel(ev, "slow")
     top = ncu_report("low-occupancy", "slow").findings[0]
@@ -95,7 +99,7 @@ def test_low_occupancy_numbers_come_from_the_occupancy_section():
 
 def test_tail_effect_grid_is_one_block_more_than_the_sms():
     ev = replay.recording(PUZZLES["tail-effect"])
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
 
     slow, fixed = questions_ncu.pick_kernel(ev, "slow"), questions_ncu.pick_kernel(ev, "solution")
     sms = slow.get("device__attribute_multiprocessor_count")
@@ -131,7 +135,7 @@ def test_ncu_nvtx_option_parses_and_reaches_the_ncu_command(tmp_path):
     text = p.source.read_text()
     bad = tmp_path / "puzzle.toml"
     bad.write_text(text.replace("nvtx = true", 'nvtx = "yes"'))
-    for name in ("workload.py", "solution.py", "starter.py"):
+    for name in ("workload.py", "solution.py"):
         shutil.copy(p.folder / name, tmp_path / name)
     with pytest.raises(spec.SpecError, match=r"field 'ncu.nvtx' must be"):
         spec.load(bad)

@@ -1,5 +1,5 @@
 """Kernel puzzles 60-62 (l2-locality, inter-sm-sync, roofline-practice): their puzzle.toml, the roofline
-analyses against measured ceilings (puzzles/questions_roofline.py), and the shipped H100 recordings
+analyses against measured ceilings (puzzles/questions/roofline.py), and the shipped H100 recordings
 replayed: every question computed and graded (right answers right, wrong ones wrong), the doctor's top
 finding on the slow Nsight Compute report is the planted id and the planted finding is gone from the
 solution's, through the CLI too. Everything here reads recorded files; the kernels themselves run in
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,8 +23,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, ncu_evidence, questions, replay
+from perflab.puzzles.engine import catalog, replay
 
+from perflab.puzzles.evidence import ncu as ncu_evidence
+from perflab.puzzles import questions
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "src" / "perflab" / "catalog"
 DATA = Path(__file__).resolve().parent / "data" / "ncu"
@@ -57,8 +60,8 @@ def test_puzzle_toml_contract(pid):
     assert "ncu" in d["tools"] and d["requirements"]["packages"] == ["cupy"] and d["seeds"]
     assert len(d["hints"]) >= 3 and all(len(h) > 40 for h in d["hints"])
     for variant in ("workload", "solution", "starter"):
-        assert (CATALOG / folder / f"{variant}.py").is_file()
-    starter = (CATALOG / folder / "starter.py").read_text()
+        assert shipped_file(CATALOG / folder, variant).is_file()
+    starter = shipped_file(CATALOG / folder, "starter").read_text()
     assert "TODO" in starter and "your copy to fix" in starter
 
 
@@ -124,7 +127,7 @@ def roofline_recording(folder: Path, slow: list[str], solution: list[str], ceili
 
 def test_roofline_point_uses_the_recorded_measured_ceilings(tmp_path):
     from perflab.analysis.roofline import ceilings_from, place
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
     from perflab.trace.ncu import load
 
     ev = roofline_recording(tmp_path / "art", ["gemm_bf16_torch", "v_gemv"], ["v_gemv"])
@@ -147,7 +150,7 @@ def test_roofline_point_uses_the_recorded_measured_ceilings(tmp_path):
 
 
 def test_roofline_furthest_names_the_lowest_kernel_and_grades_text(tmp_path):
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     ev = roofline_recording(tmp_path / "art", ["gemm_bf16_torch", "v_reduce", "v_matmul_naive", "v_gemv"],
                             ["v_gemv"])
@@ -161,7 +164,7 @@ def test_roofline_furthest_names_the_lowest_kernel_and_grades_text(tmp_path):
 
 
 def test_roofline_analyses_fail_in_one_line(tmp_path):
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     ev = roofline_recording(tmp_path / "art", ["v_gemv"], ["v_gemv"], ceilings=False)
     with pytest.raises(PerflabError, match=r"no measured ceilings in .*ceilings.json"):
@@ -233,7 +236,7 @@ def test_cli_doctor_and_answer_on_the_recording(pid, capsys):
 def test_roofline_practice_recording_tells_the_story():
     """Slow: GEMM compute-bound, the other three memory-bound, the GEMV furthest below its roof; the fix
     brings the GEMV near the DRAM roof and leaves the other kernels where they were."""
-    from perflab.puzzles import questions_roofline as qr
+    from perflab.puzzles.questions import roofline as qr
 
     p = puzzle("roofline-practice")
     ev = replay.recording(p)

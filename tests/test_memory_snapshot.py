@@ -217,8 +217,8 @@ def test_recorded_h100_snapshots():
 
 def test_memory_questions_from_a_recording_folder(tmp_path):
     from perflab.puzzles import questions
-    from perflab.puzzles.memory_evidence import snapshot_file
-    from perflab.puzzles.replay import Evidence
+    from perflab.puzzles.evidence.memory import snapshot_file
+    from perflab.puzzles.engine.replay import Evidence
 
     convert(write_pickle(tmp_path, graphs_snapshot(8, 600)), snapshot_file(tmp_path, "slow"))
     (tmp_path / "measurements.json").write_text(json.dumps({"profiled": {"slow": {"median_ms": 9.0},
@@ -239,7 +239,7 @@ def test_memory_questions_from_a_recording_folder(tmp_path):
 
 
 def _puzzle(tmp_path, check: str):
-    from perflab.puzzles import spec
+    from perflab.puzzles.engine import spec
 
     folder = tmp_path / "pz"
     folder.mkdir(exist_ok=True)
@@ -251,7 +251,7 @@ def _puzzle(tmp_path, check: str):
 
 
 def test_check_metric_in_puzzle_toml(tmp_path):
-    from perflab.puzzles.spec import SpecError
+    from perflab.puzzles.engine.spec import SpecError
 
     p = _puzzle(tmp_path, 'metric = "reserved_mb"\nreduction = 3.0')
     assert (p.check.metric, p.check.reduction) == ("reserved_mb", 3.0)
@@ -265,8 +265,9 @@ def test_check_metric_in_puzzle_toml(tmp_path):
 @pytest.mark.parametrize("fixed_mb, passes", [(1000.0, True), (4000.0, False)])
 def test_memory_check_decides_on_the_ratio_and_the_memory_doctor(tmp_path, monkeypatch, fixed_mb, passes):
     """The decision of the memory stage (the measuring itself needs CUDA: tests/gpu and the recordings)."""
-    from perflab.puzzles import checker, memory_evidence
+    from perflab.puzzles.engine import checker
 
+    from perflab.puzzles.evidence import memory as memory_evidence
     p = _puzzle(tmp_path, 'metric = "reserved_mb"\nreduction = 3.0')
     measured = iter([{"reserved_mb": 9000.0}, {"reserved_mb": fixed_mb}])
 
@@ -289,7 +290,7 @@ def test_check_output_of_a_memory_puzzle_renders():
     from rich.console import Console
 
     from perflab.cli.puzzles import _render_check
-    from perflab.puzzles import checker, stats
+    from perflab.puzzles.engine import checker, stats
 
     r = checker.CheckResult("pz", "fix.py", "cuda", checker.Correctness(True, 5),
                             speed=stats.SpeedupResult(5.26, 5.26, 5.26, 3.0, True, 1, "reserved_mb ratio (slow / fix)",

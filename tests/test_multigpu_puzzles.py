@@ -1,8 +1,8 @@
 """The multi-GPU puzzles (catalog 70-73): spec, workloads, the torchrun engine on the CPU, replay.
 
-- The engine (puzzles/distributed.py, dist_worker.py) runs a puzzle's fix check under torchrun with
+- The engine (puzzles/evidence/multirank.py, rank_worker.py) runs a puzzle's fix check under torchrun with
   the gloo backend, 2 processes: outputs compared rank by rank, the job's timings, one trace per rank.
-- The multi-GPU analyses (puzzles/questions_multigpu.py) are checked on the H200 x2 fixture traces
+- The multi-GPU analyses (puzzles/questions/multirank.py) are checked on the H200 x2 fixture traces
   of the DDP example (tests/data/multigpu/h200x2) laid out as a recording, through the straggler
   puzzle's own questions; the sweep analyses on a synthetic sweep.json.
 - Every recorded multi-GPU puzzle is replayed from its artifacts: questions computed and graded,
@@ -18,10 +18,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, distributed, questions, replay
-from perflab.puzzles import questions_multigpu as QM
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles.evidence import multirank as distributed
+from perflab.puzzles import questions
+from perflab.puzzles.questions import multirank as QM
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "src" / "perflab" / "catalog"
@@ -40,7 +43,7 @@ def puzzle(pid: str):
 
 
 def load(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"mgp_test_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -72,7 +75,7 @@ def test_spec_asks_for_several_gpus_and_the_starter_is_the_workload(pid):
 @pytest.mark.parametrize("pid", PUZZLES)
 def test_workloads_agree_on_one_rank_without_a_process_group(pid):
     torch = pytest.importorskip("torch")
-    from perflab.puzzles import checker
+    from perflab.puzzles.engine import checker
 
     slow, sol = load(pid, "workload"), load(pid, "solution")
     p = puzzle(pid)

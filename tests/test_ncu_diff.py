@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.__main__ import main
-from perflab.analysis.ncu_compare import SCHEMA, compare_ncu, key_metrics, load_ncu_side, match, rel_change
+from perflab.analysis.ncu_compare import SCHEMA, compare_ncu, key_metrics, match, rel_change
+from perflab.doctor.sides import load_ncu_side
 from perflab.errors import PerflabError
 from perflab.report.diff import ncu_diff_json, render_ncu_diff
 from perflab.trace.ncu import KernelProfile, NcuProfile

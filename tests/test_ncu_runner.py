@@ -8,6 +8,7 @@ from test_ncu_fixtures import csv as fixture_csv, report as fixture_report
 from perflab.__main__ import main
 from perflab.errors import PerflabError
 from perflab.toolkit import ncu_runner
+from perflab.trace import ncu_tool
 
 FAKE_NCU = """#!/bin/sh
 echo "$@" >> "{log}"
@@ -40,7 +41,7 @@ def test_find_ncu_on_path(fake_ncu):
 
 def test_no_ncu_is_a_one_line_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(ncu_runner, "NCU_GLOBS", (str(tmp_path / "none" / "*" / "ncu"),))
+    monkeypatch.setattr(ncu_tool, "NCU_GLOBS", (str(tmp_path / "none" / "*" / "ncu"),))
     with pytest.raises(PerflabError, match="not found on PATH or under /opt/nvidia/nsight-compute"):
         ncu_runner.find_ncu()
 
@@ -84,7 +85,7 @@ def test_perflab_ncu_without_program_is_an_error(fake_ncu, capsys):
 
 def test_perflab_ncu_without_ncu_exits_2(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(ncu_runner, "NCU_GLOBS", ())
+    monkeypatch.setattr(ncu_tool, "NCU_GLOBS", ())
     assert main(["ncu", "--", "python", "x.py"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("perflab: error: Nsight Compute (ncu) not found") and err.count("\n") == 1

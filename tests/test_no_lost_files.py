@@ -230,7 +230,7 @@ def test_memory_record_out(capsys, tmp_path):
 
 @pytest.fixture
 def cpu_runs(fake_catalog, monkeypatch):
-    from perflab.puzzles import runner
+    from perflab.puzzles.engine import runner
 
     monkeypatch.setattr(runner, "cuda_available", lambda: False)
 

@@ -276,7 +276,7 @@ def test_diff_across_formats_and_between_two_exports(tmp_path, capsys):
 
 
 def test_a_capture_with_no_gpu_work_cannot_be_diffed(tmp_path):
-    from perflab.analysis.compare import load_run
+    from perflab.doctor.sides import load_run
 
     b = ExportBuilder()
     b.api("cuInit", 1000)

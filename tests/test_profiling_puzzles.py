@@ -14,10 +14,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import shipped_file
 
 from perflab.analysis.sampling import hot_functions
 from perflab.errors import PerflabError, UnreadableInput
-from perflab.puzzles import catalog, questions, replay
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles import questions
 from perflab.trace import speedscope
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"
@@ -168,7 +170,7 @@ def step(state):
 
 
 def test_loop_target_times_rounds_and_names_the_hot_function(tmp_path):
-    from perflab.puzzles import loop_target
+    from perflab.puzzles.evidence import loop_target
 
     target = tmp_path / "target.py"
     target.write_text(HOT_TARGET)
@@ -184,7 +186,7 @@ def test_loop_target_times_rounds_and_names_the_hot_function(tmp_path):
 
 
 def test_profiler_table_records_what_runs_and_says_what_does_not(tmp_path, monkeypatch):
-    from perflab.puzzles import overhead
+    from perflab.puzzles.evidence import overhead
 
     target = tmp_path / "target.py"
     target.write_text(HOT_TARGET)
@@ -219,8 +221,9 @@ def _fake_modules(fix_name=lambda i: "w.py:hot"):
 
 @pytest.mark.parametrize("fix_ms, passes", [(10.2, True), (13.0, False)])
 def test_overhead_check_passes_only_under_the_bar(monkeypatch, fix_ms, passes):
-    from perflab.puzzles import checker, overhead
+    from perflab.puzzles.engine import checker
 
+    from perflab.puzzles.evidence import overhead
     ref, fix = _fake_modules()
 
     def fake_sampler(step, state, device, inner=1):
@@ -235,8 +238,9 @@ def test_overhead_check_passes_only_under_the_bar(monkeypatch, fix_ms, passes):
 
 
 def test_overhead_check_wants_the_same_hot_spot_every_time(monkeypatch):
-    from perflab.puzzles import checker, overhead
+    from perflab.puzzles.engine import checker
 
+    from perflab.puzzles.evidence import overhead
     ref, fix = _fake_modules(lambda i: "w.py:hot" if i % 3 else "w.py:other")
     monkeypatch.setattr(overhead.runner, "sampler", lambda step, state, device, inner=1: (lambda: 10.0))
     p = puzzle("profiler-overhead")
@@ -394,9 +398,9 @@ torch = pytest.importorskip("torch")
 
 
 def load(folder, name):
-    from perflab.puzzles.runner import load_module
+    from perflab.puzzles.engine.runner import load_module
 
-    return load_module(CATALOG / folder / f"{name}.py")
+    return load_module(shipped_file(CATALOG / folder, name))
 
 
 def test_pyspy_solution_hash_is_bit_identical():

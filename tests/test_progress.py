@@ -4,7 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-from perflab.puzzles.progress import ProgressDB, PuzzleStatus, db_path
+from perflab.puzzles.engine.progress import ProgressDB, PuzzleStatus, db_path
 
 
 def test_db_lives_in_perflab_home(tmp_path):
@@ -42,7 +42,7 @@ def test_statuses_hints_runs_and_reset():
 
 WRITER = textwrap.dedent('''
     import sys, time
-    from perflab.puzzles.progress import ProgressDB
+    from perflab.puzzles.engine.progress import ProgressDB
     name, n = sys.argv[1], int(sys.argv[2])
     start = time.time()
     for i in range(n):

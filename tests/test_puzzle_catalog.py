@@ -3,8 +3,9 @@ import pytest
 
 from conftest import FAKE_ID, PUZZLE_TOML, make_puzzle, shipped_puzzles
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, replay
-from perflab.puzzles.spec import SpecError
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles import questions
+from perflab.puzzles.engine.spec import SpecError
 
 
 def two_puzzles(root, second_toml=None):
@@ -78,7 +79,7 @@ def test_shipped_questions_compute_and_the_doctor_sees_the_planted_finding(puzzl
             assert computed.value in puzzle.taxonomy, (q.key, computed.value, computed.evidence)
     planted = puzzle.check.planted
     if puzzle.check.metric not in ("time", "overhead"):  # a memory puzzle: the memory doctor on the recorded snapshots
-        from perflab.puzzles.questions_memory import memory_report
+        from perflab.puzzles.questions.memory import memory_report
 
         slow, fixed = ({f.id: f.severity for f in reversed(memory_report(ev, v).findings)}  # the top one wins
                        for v in ("slow", "solution"))

@@ -4,7 +4,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import FAKE_ID, SOLUTION, WORKLOAD  # noqa: E402
-from perflab.puzzles import catalog, checker  # noqa: E402
+from perflab.puzzles.engine import catalog, checker  # noqa: E402
+from perflab.puzzles.evidence import trace as trace_evidence  # noqa: E402
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def test_a_fix_crashing_while_profiled_fails_in_one_line_but_a_doctor_error_is_n
     def doctor_bug(puzzle, trace):
         raise KeyError("a doctor bug")
 
-    monkeypatch.setattr(checker, "planted_evidence", doctor_bug)
+    monkeypatch.setattr(trace_evidence, "planted_evidence", doctor_bug)
     with pytest.raises(KeyError, match="a doctor bug"):
         run_check(puzzle, tmp_path, SOLUTION)
 

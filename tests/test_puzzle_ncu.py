@@ -1,4 +1,4 @@
-"""Nsight Compute evidence in the puzzle engine (puzzles/ncu_evidence.py, questions_ncu.py, [ncu] in
+"""Nsight Compute evidence in the puzzle engine (puzzles/evidence/ncu.py, questions/ncu.py, [ncu] in
 puzzle.toml, the checker's ncu stage, recording), and the shipped kernel puzzles' recordings.
 
 Where ncu itself would run, a stand-in `ncu` script on PATH logs its argv and writes a report whose
@@ -19,8 +19,10 @@ import pytest
 from conftest import SOLUTION, WORKLOAD, shipped_puzzles
 
 from perflab.errors import PerflabError
-from perflab.puzzles import ncu_evidence, questions, replay, spec
+from perflab.puzzles.evidence import ncu as ncu_evidence
 
+from perflab.puzzles import questions
+from perflab.puzzles.engine import replay, spec
 DATA = Path(__file__).resolve().parent / "data" / "ncu"
 
 FAKE_NCU = r'''#!PYTHON
@@ -190,7 +192,7 @@ def test_profile_variant_runs_ncu_on_one_step_and_writes_gzipped_report_and_csv(
     assert opt("--kernel-name") == "regex:^tile_" and opt("--launch-count") == "2" and opt("--set") == "full"
     assert "--metrics" in argv and "dram__bytes_read.sum" in opt("--metrics")
     program = argv[argv.index(sys.executable):]
-    assert program[1:4] == ["-m", "perflab.puzzles.ncu_target", str(ncu_puzzle.file("slow").resolve())]
+    assert program[1:4] == ["-m", "perflab.puzzles.evidence.ncu_target", str(ncu_puzzle.file("slow").resolve())]
     assert program[4:] == ["--device", "cuda", "--seed", "7", "--warmup", "2"]
 
 
@@ -214,7 +216,7 @@ def test_ncu_target_runs_warmup_and_one_step_and_reports_failures_in_one_line(tm
             open(os.environ["STEPS_LOG"], "w").write(json.dumps(state))
     '''))
     env = {**__import__("os").environ, "STEPS_LOG": str(tmp_path / "steps.json")}
-    cmd = [sys.executable, "-m", "perflab.puzzles.ncu_target", str(good), "--device", "cpu", "--seed", "5",
+    cmd = [sys.executable, "-m", "perflab.puzzles.evidence.ncu_target", str(good), "--device", "cpu", "--seed", "5",
            "--warmup", "3"]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
@@ -250,7 +252,7 @@ def test_ncu_questions_compute_from_the_reports_and_grade(ncu_puzzle, tmp_path):
 
 def test_ncu_questions_fail_in_one_line_on_missing_evidence(ncu_puzzle, tmp_path):
     ev = recording_from_fixtures(tmp_path / "art", "copy_vec16", "copy_vec16")
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
 
     with pytest.raises(PerflabError, match="the doctor reports no bank-conflicts"):
         questions.compute(ncu_puzzle.find_question("excess"), ev)
@@ -263,7 +265,7 @@ def test_ncu_questions_fail_in_one_line_on_missing_evidence(ncu_puzzle, tmp_path
 
 
 def test_rate_as_percent_of_a_bench_ceiling(tmp_path):
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
     from perflab.trace.ncu import load
 
     ev = recording_from_fixtures(tmp_path / "art", "memory_bound_scalar", "copy_vec16")
@@ -280,7 +282,7 @@ def test_rate_as_percent_of_a_bench_ceiling(tmp_path):
 @pytest.mark.parametrize("fixture, passes", [("bank_conflicts", False), ("copy_vec16", True)])
 def test_fix_check_judges_the_planted_finding_on_the_fix_s_ncu_report(fake_ncu, ncu_puzzle, tmp_path, fixture,
                                                                        passes):
-    from perflab.puzzles import checker
+    from perflab.puzzles.engine import checker
 
     log, report = fake_ncu
     report(fixture)
@@ -288,14 +290,14 @@ def test_fix_check_judges_the_planted_finding_on_the_fix_s_ncu_report(fake_ncu, 
     r = checker.check(ncu_puzzle, ncu_puzzle.file("solution"), tmp_path / "chk", device="cpu", seed=3,
                       on_phase=phases.append)
     assert r.correctness.ok and r.speed.passed, r.to_dict()
-    assert phases[-1] == "ncu" and log.read_text().count("perflab.puzzles.ncu_target") == 1
+    assert phases[-1] == "ncu" and log.read_text().count("perflab.puzzles.evidence.ncu_target") == 1
     assert r.evidence.trace.endswith("mine.csv.gz") and r.evidence.planted == "bank-conflicts"
     assert r.passed is passes and r.evidence.ok is passes
     assert ("bank-conflicts (high)" in r.evidence.found) is not passes
 
 
 def test_slow_starter_skips_the_ncu_run(fake_ncu, ncu_puzzle, tmp_path):
-    from perflab.puzzles import checker
+    from perflab.puzzles.engine import checker
 
     log, report = fake_ncu
     report("copy_vec16")
@@ -305,7 +307,7 @@ def test_slow_starter_skips_the_ncu_run(fake_ncu, ncu_puzzle, tmp_path):
 
 
 def test_record_ncu_profiles_slow_and_reuses_the_checked_solution(fake_ncu, ncu_puzzle, tmp_path):
-    from perflab.puzzles import recording
+    from perflab.puzzles.engine import kinds
 
     log, report = fake_ncu
     report("warp_divergence")
@@ -314,8 +316,8 @@ def test_record_ncu_profiles_slow_and_reuses_the_checked_solution(fake_ncu, ncu_
     checked.mkdir(parents=True)
     for fn in (ncu_evidence.rep_file, ncu_evidence.csv_file):
         fn(checked, "mine").write_bytes(b"from the check " + fn.__name__.encode())
-    assert recording._record_ncu(ncu_puzzle, work, "cuda")
-    assert log.read_text().count("perflab.puzzles.ncu_target") == 1 and "workload.py" in log.read_text()
+    assert kinds.kind("ncu").record(kinds.Recording(ncu_puzzle, work, "cuda", "test"))
+    assert log.read_text().count("perflab.puzzles.evidence.ncu_target") == 1 and "workload.py" in log.read_text()
     assert ncu_evidence.csv_file(work / "solution", "solution").read_bytes() == b"from the check csv_file"
     assert ncu_evidence.has(work / "slow", "slow")
 
@@ -346,7 +348,7 @@ def test_shipped_kernel_puzzle_recording_answers_its_questions(puzzle):
             assert questions.grade(q, str(computed.value), computed).correct, q.key
         if q.analysis == "ncu_top_id" and q.args.get("variant", "slow") == "slow":  # a stage has its own top
             assert computed.value == puzzle.check.planted, (q.key, computed.evidence)
-    from perflab.puzzles import questions_ncu
+    from perflab.puzzles.questions import ncu as questions_ncu
 
     slow = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "slow").findings}
     fixed = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "solution").findings}

@@ -3,7 +3,9 @@ import pytest
 
 from conftest import FAKE_ID, GPU_NAME
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, replay
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles import questions
+from perflab.puzzles.questions import trace as trace_questions
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def test_each_trace_is_read_once(ev, monkeypatch):
     calls = []
     real = replay.load_trace
     monkeypatch.setattr(replay, "load_trace", lambda path: calls.append(path) or real(path))
-    ev.summary("slow"), ev.report("slow"), ev.summary("slow"), questions.top_kernel(ev)
+    ev.summary("slow"), ev.report("slow"), ev.summary("slow"), trace_questions.top_kernel(ev)
     assert len(calls) == 1
 
 
@@ -45,7 +47,7 @@ def test_missing_recording_says_how_to_make_it(puzzle, tmp_path):
     with pytest.raises(PerflabError, match=rf"no recorded slow trace .*record_artifacts\.py {FAKE_ID}"):
         ev.summary("slow")
     with pytest.raises(PerflabError, match="no measurements.json"):
-        questions.speedup(ev)
+        trace_questions.speedup(ev)
 
 
 @pytest.mark.parametrize("key, expected", [
@@ -74,10 +76,10 @@ def test_gpu_busy_is_graded_with_tolerance(puzzle, ev):
 
 
 def test_summary_field_paths(ev):
-    assert questions.summary_field(ev, "top_kernels.0.count").value == 3
-    assert questions.summary_field(ev, "copies.h2d.pageable_count").value == 6
+    assert trace_questions.summary_field(ev, "top_kernels.0.count").value == 3
+    assert trace_questions.summary_field(ev, "copies.h2d.pageable_count").value == 6
     with pytest.raises(PerflabError, match="no field 'copies.x2y'"):
-        questions.summary_field(ev, "copies.x2y")
+        trace_questions.summary_field(ev, "copies.x2y")
 
 
 def grade(puzzle, ev, key, raw):

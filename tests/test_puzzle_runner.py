@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import FAKE_ID  # noqa: E402
 from perflab.errors import NeedsGPU, PerflabError  # noqa: E402
-from perflab.puzzles import catalog, recording, replay, runner, workspace  # noqa: E402
+from perflab.puzzles.engine import catalog, recording, replay, runner, workspace  # noqa: E402
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import pytest
 
 from conftest import FAKE_ID, PUZZLE_TOML, make_puzzle
 from perflab.__main__ import main
-from perflab.puzzles import catalog, spec
-from perflab.puzzles.spec import SpecError
+from perflab.puzzles.engine import catalog, spec
+from perflab.puzzles.engine.spec import SpecError
 
 GOOD = PUZZLE_TOML.format(pid=FAKE_ID)
 

@@ -14,7 +14,10 @@ import pytest
 from conftest import FAKE_ID, make_puzzle
 from perflab.__main__ import main
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, questions_ncu, recording, replay, spec, workspace
+from perflab.puzzles import questions
+from perflab.puzzles.engine import catalog, recording, replay, spec, workspace
+from perflab.puzzles.questions import ncu as questions_ncu
+from perflab.puzzles.questions import trace as trace_questions
 
 RECORDED = catalog.BUILTIN / "53-warp-divergence" / "artifacts"
 KERNEL_TOML = '''
@@ -100,7 +103,7 @@ def test_a_stage_is_answered_from_its_own_artifacts(staged):
     assert got["stage1_cause"].value == questions_ncu.ncu_top_id(ev, "slow").value == "warp-divergence"
     assert "stage1.ncu-rep.gz" in got["stage1_cause"].source
     assert got["stage1_threads"].value == pytest.approx(4.08, abs=0.05)
-    assert got["stage1_trace_cause"].value == questions.doctor_top_id(ev, "slow").value
+    assert got["stage1_trace_cause"].value == trace_questions.doctor_top_id(ev, "slow").value
     assert got["step1"].value == pytest.approx(0.5)
     assert got["step2"].value == pytest.approx(2 * m["slow"]["median_ms"] / m["solution"]["median_ms"])
     for q in puzzle.questions:
@@ -114,7 +117,7 @@ def test_a_stage_without_timings_or_artifacts_says_so(staged, tmp_path):
     with pytest.raises(PerflabError, match=r"no recorded stage1 Nsight Compute report .*stage1\.csv\.gz"):
         questions.compute(puzzle.find_question("stage1_cause"), ev)
     with pytest.raises(PerflabError, match="measurements.json has no timings of 'stage2'"):
-        questions.variant_speedup(ev, "stage2")
+        trace_questions.variant_speedup(ev, "stage2")
 
 
 def test_cli_shows_and_replays_a_stage(staged, capsys):
@@ -157,7 +160,7 @@ def test_record_profiles_and_times_each_stage(tmp_path):
     assert "stage1" in m["profiled"]
     ev = replay.Evidence(dest, puzzle.id)
     assert ev.summary("stage1")["steps"] == puzzle.profile.steps
-    assert questions.variant_speedup(ev, "stage1").value == pytest.approx(stage["speedup_vs_slow"])
+    assert trace_questions.variant_speedup(ev, "stage1").value == pytest.approx(stage["speedup_vs_slow"])
 
 
 def test_an_incorrect_stage_is_a_problem_of_the_recording(tmp_path):
@@ -194,7 +197,7 @@ def test_optimization_loop_asks_about_every_step_of_its_loop():
 
 def test_optimization_loop_inputs_sum_exactly_in_any_order(monkeypatch):
     torch = pytest.importorskip("torch")
-    from perflab.puzzles import sum_reduction
+    from perflab.workloads import sum_reduction
 
     monkeypatch.setattr(sum_reduction, "N", 1 << 20)
     x = sum_reduction.make_input("cpu", 5)

@@ -1,5 +1,5 @@
 """speed-of-light (catalog 64): GEMM FLOPs from recorded shapes (analysis/matmul_work.py), the
-gemm_speed_of_light analysis against measured ceilings (puzzles/questions_speed.py) on a real H100 trace of
+gemm_speed_of_light analysis against measured ceilings (puzzles/questions/speed.py) on a real H100 trace of
 busy bf16 GEMMs, the puzzle's contract, and its workloads on the CPU. The GPU recording is replayed by
 test_puzzle_catalog.py once it is shipped; the story it must tell is checked here (skipped until then).
 """
@@ -12,10 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, questions, replay
+from perflab.puzzles.engine import catalog, replay
 
+from perflab.puzzles import questions
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "src" / "perflab" / "catalog" / "64-speed-of-light"
 HEALTHY = ROOT / "tests" / "data" / "kineto" / "h100_healthy_gemm.trace.json.gz"  # scripts/record_healthy_gemm.py
@@ -133,7 +135,7 @@ def test_puzzle_contract():
 
 
 def load(variant: str):
-    spec = importlib.util.spec_from_file_location(f"speed_of_light_{next(_ids)}_{variant}", FOLDER / f"{variant}.py")
+    spec = importlib.util.spec_from_file_location(f"speed_of_light_{next(_ids)}_{variant}", shipped_file(FOLDER, variant))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,8 +28,10 @@ from perflab.analysis.ranges import stage_times
 from perflab.analysis.windows import analysis_windows
 from perflab.doctor import diagnose
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, energy_evidence, questions, replay, timers_evidence
-from perflab.puzzles.spec import SpecError, parse
+from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles.evidence import energy as energy_evidence, timers as timers_evidence
+from perflab.puzzles import questions
+from perflab.puzzles.engine.spec import SpecError, parse
 from perflab.trace.kineto import load
 from perflab.trace.synthetic import TraceBuilder
 
@@ -234,7 +237,7 @@ def test_puzzle_toml_contract(pid):
     assert any(q["analysis"] == "doctor_top_id" and q["args"] == {"variant": "slow"} for q in d["questions"])
     readme = (CATALOG / PUZZLES[pid] / "README.md").read_text(encoding="utf-8")
     assert f"`{pid}`" in readme and f"perflab check {pid}" in readme
-    assert f"perflab check {pid}" in (CATALOG / PUZZLES[pid] / "starter.py").read_text(encoding="utf-8")
+    assert f"perflab check {pid}" in shipped_file(CATALOG / PUZZLES[pid], "starter").read_text(encoding="utf-8")
 
 
 def test_timers_and_energy_tables():
@@ -264,7 +267,7 @@ torch = pytest.importorskip("torch")
 
 
 def load_variant(pid: str, variant: str):
-    path = CATALOG / PUZZLES[pid] / f"{variant}.py"
+    path = shipped_file(CATALOG / PUZZLES[pid], variant)
     spec = importlib.util.spec_from_file_location(f"stte_{next(_ids)}_{variant}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -288,14 +291,14 @@ def test_variants_agree_on_the_cpu_and_the_starter_is_the_slow_workload(pid):
     assert not torch.equal(run(w, 1), run(w, 2))
 
     def code(variant):
-        return re.sub(r'^""".*?"""\n', "", (CATALOG / PUZZLES[pid] / f"{variant}.py").read_text(encoding="utf-8"),
+        return re.sub(r'^""".*?"""\n', "", shipped_file(CATALOG / PUZZLES[pid], variant).read_text(encoding="utf-8"),
                       flags=re.DOTALL)
 
     assert code("starter") == code("workload")
 
 
 def test_the_expert_gemm_reference_and_block_count():
-    from perflab.puzzles.expert_gemm import blocks, expert_gemm
+    from perflab.workloads.expert_gemm import blocks, expert_gemm
 
     x = torch.randn(4, 5, 8).to(torch.bfloat16)
     w = torch.randn(4, 6, 8).to(torch.bfloat16)

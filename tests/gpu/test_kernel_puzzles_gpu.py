@@ -7,7 +7,7 @@ import itertools
 import pytest
 from conftest import shipped_puzzles
 
-from perflab.puzzles.checker import flatten, tolerance
+from perflab.puzzles.engine.checker import flatten, tolerance
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -12,8 +12,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() 
 
 def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
     from perflab.analysis.collectives import collectives
-    from perflab.puzzles import catalog, distributed, replay
+    from perflab.puzzles.engine import catalog, replay
 
+    from perflab.puzzles.evidence import multirank as distributed
     p = catalog.get("exposed-allreduce")
     res = distributed.run_variant(p, p.file("slow"), "slow", tmp_path, device="cuda", command="gpu test", steps=2)
     assert res.manifest["world_size"] == 2 and res.manifest["backend"] == "nccl" and res.manifest["gpu"]

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-from perflab.puzzles import energy_evidence, timers_evidence  # noqa: E402
-from perflab.puzzles.expert_gemm import _torch_reference, blocks, expert_gemm  # noqa: E402
+from perflab.puzzles.evidence import energy as energy_evidence, timers as timers_evidence  # noqa: E402
+from perflab.workloads.expert_gemm import _torch_reference, blocks, expert_gemm  # noqa: E402
 
 
 @pytest.mark.parametrize("gelu", [False, True])

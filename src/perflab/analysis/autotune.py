@@ -1,6 +1,6 @@
 """Autotuning logs: which configuration a tuned kernel ran for each shape, against every alternative.
 
-A log (`<variant>.autotune.json`, written by perflab.puzzles.autotune_log on the GPU) is
+A log (`<variant>.autotune.json`, written by perflab.puzzles.evidence.autotune on the GPU) is
 
     {"kernel": "matmul_kernel", "key_args": ["N", "K"], "sms": 132, "device": "...",
      "cache": [{"key": [...], "config": {...}}],            # what the autotuner holds
@@ -8,9 +8,8 @@ A log (`<variant>.autotune.json`, written by perflab.puzzles.autotune_log on the
                 "config_used": {"BLOCK_M": 128, ..., "num_warps": 8, "num_stages": 3},
                 "timings": [{"config": {...}, "ms": 0.21}, ...]}]}
 
-`findings` turns it into doctor findings: `autotune-miss` when the configuration used for a shape is
-measurably slower than the best one measured for that same shape, and `tile-quantization` when the
-used tile pads the shape heavily (its gain bounded by what the best configuration saves).
+`rows` gives, per call, the configuration used against the best one measured on that shape and the tile
+padding; doctor/autotune.py turns them into findings.
 """
 from __future__ import annotations
 
@@ -19,11 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from perflab.doctor.finding import Finding
 from perflab.errors import UnreadableInput
 
-MISS_RATIO = 1.2        # used / best above this is a miss (timing noise stays well below)
-TILE_WASTE = 0.10
 TILE_KEYS = (("BLOCK_M", "M"), ("BLOCK_N", "N"))
 
 
@@ -86,43 +82,3 @@ def analyze_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def rows(log: dict[str, Any]) -> list[dict[str, Any]]:
     return [analyze_call(c) for c in log["calls"]]
-
-
-def _severity(gain: float) -> str:
-    return "high" if gain >= 30 else "medium" if gain >= 10 else "low" if gain >= 3 else "info"
-
-
-def findings(log: dict[str, Any]) -> list[Finding]:
-    from perflab.doctor.finding import rank
-
-    key_args = log.get("key_args") or []
-    out: list[Finding] = []
-    for r in rows(log):
-        if r["slowdown"] is None:
-            continue
-        gain = 100 * (1 - 1 / r["slowdown"])
-        dims = [d for d in ("M", "N", "K") if d in r["shape"] and d not in key_args]
-        ev = {"call": r["name"], **{f"shape_{k}": v for k, v in r["shape"].items()}, "config_used": r["used"],
-              "config_best": r["best"], "used_ms": r["used_ms"], "best_ms": r["best_ms"],
-              "slowdown": round(r["slowdown"], 3), "autotune_key": ",".join(key_args) or "none",
-              "shape_dims_not_in_key": ",".join(dims) or "none", "used_ctas": r["used_ctas"], "sms": log.get("sms")}
-        if r["slowdown"] >= MISS_RATIO:
-            why = (f"the autotune key ({', '.join(key_args)}) ignores {', '.join(dims)}, so a config tuned for another "
-                   f"shape is reused" if dims else "the config space or a stale cached choice misses this shape")
-            out.append(Finding(
-                id="autotune-miss", severity=_severity(gain), gain_pct=round(gain, 1), evidence=ev,
-                fix="Make the autotuner see this shape: add the missing dimension (or a bucket of it) to the key, "
-                    "add configurations suited to it (small BLOCK_M, split-K for skinny GEMMs), or clear a stale cache.",
-                summary=f"{log.get('kernel', 'kernel')} [{r['name']}]: runs {r['used']} at {r['used_ms']:.3f} ms where "
-                        f"{r['best']} takes {r['best_ms']:.3f} ms ({r['slowdown']:.1f}x); {why}"))
-        worst = max(r["tile_waste_m_pct"], r["tile_waste_n_pct"]) / 100
-        if worst >= TILE_WASTE:
-            dim = "M" if r["tile_waste_m_pct"] >= r["tile_waste_n_pct"] else "N"
-            twaste = min(100 * worst, gain) if r["slowdown"] >= 1 else 0.0
-            out.append(Finding(
-                id="tile-quantization", severity=_severity(twaste), gain_pct=round(twaste, 1),
-                evidence={**ev, "tile_waste_m_pct": r["tile_waste_m_pct"], "tile_waste_n_pct": r["tile_waste_n_pct"]},
-                fix="Use a tile that fits the shape (BLOCK_M close to M for skinny GEMMs) or pad/batch the inputs.",
-                summary=f"{log.get('kernel', 'kernel')} [{r['name']}]: {r['used']} pads {dim}="
-                        f"{r['shape'].get(dim)} so {100 * worst:.0f} % of each tile's {dim} rows are padding"))
-    return rank(out)

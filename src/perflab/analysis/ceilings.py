@@ -17,6 +17,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from perflab.analysis.saved_ceilings import measured_beside  # noqa: F401 (the doctor's and the questions' way in)
+
 PATHS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 # A path the GPU has no figure for borrows the next one that runs the same operands (a V100 has no bf16 or
 # tf32 tensor path: torch runs bf16 on its fp16-class units or emulates it, fp32 matmuls on the FP32 units).
@@ -115,16 +117,3 @@ def device_ceilings(device: str | None, measured: dict | None = None) -> DeviceC
     peak = {k: float(sheet[k]) for k in ("dram", *PATHS) if sheet and k in sheet}
     return DeviceCeilings(device=device, dram=dram, compute=compute, source=source, l2=l2, l2_bytes=l2_bytes,
                           sms=int(sms) if sms else None, sources=sources, peak=peak)
-
-
-def measured_beside(trace_path: str | None) -> dict | None:
-    """The `perflab bench` result saved beside a trace (a recording's folder), else the one this machine saved;
-    None when there is none or it cannot be read (a broken file must not break a diagnosis)."""
-    from perflab.errors import PerflabError
-    from perflab.toolkit.bench import CEILINGS_FILE, load_ceilings
-
-    beside = Path(trace_path).parent / CEILINGS_FILE if trace_path else None
-    try:
-        return load_ceilings(beside if beside is not None and beside.is_file() else None)
-    except PerflabError:
-        return None

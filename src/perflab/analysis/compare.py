@@ -3,26 +3,22 @@
 `compare(before, after)` is a pure function of two loaded runs (a Kineto trace and the doctor's report
 on it) and returns a `Diff`: step time (median and spread), GPU busy, time per step by kernel type
 and by kernel, and the findings that appeared, disappeared or changed severity.
-`load_run(ref)` reads a trace file, a folder of per-rank traces, or `run:N` (the N-th latest run in
-the run history that `perflab run` and `perflab profile` keep, 1 = the latest) and diagnoses it.
+`perflab.doctor.sides.load_run(ref)` reads a trace file, a folder of per-rank traces, or `run:N` (the N-th
+latest run in the run history, perflab/history.py, 1 = the latest) and diagnoses it.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perflab.analysis.kernels import TYPES, kernel_breakdown
 from perflab.analysis.windows import Windows, analysis_windows, step_times
-from perflab.errors import PerflabError
 from perflab.trace.model import Trace
 
 SCHEMA = "perflab.diff/1"
 SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3}
-HISTORY_REF = re.compile(r"run:(\d+)")
 PROFILED_NOTE = ("step times are medians of the profiled steps (under torch.profiler); `perflab check` times the "
                  "fix without the profiler (interleaved runs), so its speed-up differs from this one")
 
@@ -305,61 +301,3 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
             notes.append(f"{s.label}: no steps (ProfilerStep or NVTX step ranges), the {s.window} counts as one step")
     return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
                 findings=_findings(before.report, after.report), notes=notes)
-
-
-# ---- loading -----------------------------------------------------------------------------------
-
-def resolve(ref: str | Path) -> tuple[Path, str]:
-    """A path to diff and its label: an existing path as is; `run:N` from the run history."""
-    text = str(ref)
-    path = Path(ref)
-    if path.exists():
-        return path, text
-    m = HISTORY_REF.fullmatch(text)
-    if not m:
-        raise PerflabError(f"{text}: no such file or folder (give a trace, a folder of per-rank traces, "
-                           "or run:N for the N-th latest recorded run)")
-    n = int(m.group(1))
-    if n < 1:
-        raise PerflabError(f"{text}: runs are counted from 1 (run:1 is the latest)")
-    from perflab.puzzles.progress import ProgressDB, db_path
-
-    if not db_path().exists():
-        raise PerflabError(f"{text}: no run history yet (`perflab profile -- CMD`, or `perflab run PUZZLE` on a GPU, "
-                           "records runs); give trace paths")
-    with ProgressDB() as db:
-        runs = [r for r in db.runs(limit=max(200, n)) if r.get("path")]
-    if len(runs) < n:
-        raise PerflabError(f"{text}: the run history has {len(runs)} recorded run(s) with a trace "
-                           "(replays keep none); give trace paths")
-    r = runs[n - 1]
-    from perflab.puzzles.replay import trace_file
-
-    # `perflab profile` keeps its run's folder (one trace, or one per rank); `perflab run` a variant's trace
-    trace = Path(r["path"]) if r["mode"] == "profile" else trace_file(Path(r["path"]), r["variant"])
-    if not trace.exists():
-        raise PerflabError(f"{text}: its trace {trace} is gone")
-    return trace, f"{text} ({r['puzzle']} {r['variant']})"
-
-
-def load_run(ref: str | Path, *, rank: int | None = None, nvtx_steps: str | None = "auto") -> Run:
-    """Load and diagnose one side: a Kineto trace file, a folder of per-rank traces, an Nsight Systems export
-    (.sqlite; .nsys-rep through nsys), or `run:N`."""
-    from perflab.doctor import diagnose_trace
-    from perflab.trace import sniff
-    from perflab.trace.loader import load_timeline_ranks
-
-    path, label = resolve(ref)
-    kind = sniff.sniff(path)
-    if kind not in (sniff.KINETO, sniff.KINETO_DIR, sniff.NSYS, sniff.NSYS_REP):
-        what = {sniff.NCU: "an Nsight Compute report", sniff.NCU_CSV: "an Nsight Compute CSV export",
-                sniff.MEMORY: "a memory snapshot", sniff.SQLITE: "an SQLite file that is not an Nsight Systems "
-                "export"}.get(kind, "not a trace")
-        raise PerflabError(f"{path}: perflab diff compares traces (torch.profiler or Nsight Systems); this is {what}")
-    traces = load_timeline_ranks(path, nvtx_steps=nvtx_steps)
-    no_gpu = (traces[0].meta.get("capture") or {}).get("no_gpu_work")
-    if no_gpu:
-        raise PerflabError(f"{path}: no GPU activity to compare: {no_gpu}")
-    report = diagnose_trace(traces, rank=rank)
-    trace = next(t for t in traces if t.rank == report.source.get("rank", traces[0].rank))
-    return Run(label=label, trace=trace, report=report)

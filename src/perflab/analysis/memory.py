@@ -8,7 +8,6 @@ allocated (cached, reusable only by allocations of the same pool and stream).
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from perflab.trace.snapshot import DEFAULT_POOL, Block, Frame, Snapshot
@@ -188,20 +187,3 @@ def timeline(snap: Snapshot, device: int = 0, points: int = TIMELINE_POINTS) -> 
             "peak_site": peak_site,
             "series": {"event": idx, "allocated_mb": [mb(series_a[i]) for i in idx],
                        "reserved_mb": [mb(series_r[i]) for i in idx]}}
-
-
-def memory_summary(snap: Snapshot) -> dict[str, Any]:
-    """Everything the memory doctor and the puzzle questions read, per device."""
-    from perflab.analysis.memory_history import held_together, reserved_baseline
-
-    devices = snap.devices() or [0]
-    per_device = {}
-    for d in devices:
-        per_device[str(d)] = {"totals": totals(snap, d), "pools": pools(snap, d),
-                              "private_pools": private_pools(snap, d), "top_sites": top_sites(snap, d),
-                              "duplicated": duplicated_buffers(snap, d)[:10],
-                              "timeline": timeline(snap, d), "baseline": reserved_baseline(snap, d),
-                              "held_together": held_together(snap, d)}
-    first = per_device[str(devices[0])]
-    return {"path": str(Path(snap.meta.get("path", ""))) if snap.meta.get("path") else "",
-            "devices": devices, "device": first, "per_device": per_device}

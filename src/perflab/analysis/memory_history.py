@@ -9,15 +9,17 @@ snapshot, and an earlier peak may explain the cache: the baseline says which one
 
 Release bursts: blocks allocated one after another and freed together at one moment, in one run of frees.
 Their lifetimes ended together whatever their last use: one owner held them (an autograd graph, a list,
-a cache). Pure: no torch.
+a cache). `memory_summary` gathers these with memory.py's views: what the memory doctor reads. Pure: no torch.
 """
 from __future__ import annotations
 
 import bisect
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from perflab.analysis.memory import MB, mb, site
+from perflab.analysis.memory import (MB, duplicated_buffers, mb, pools, private_pools, site, timeline, top_sites,
+                                     totals)
 from perflab.trace.snapshot import Snapshot
 
 _RESERVE = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
@@ -137,3 +139,18 @@ def _level_before_history_mb(snap: Snapshot, device: int) -> float:
     now = sum(s.allocated for s in snap.segments if s.device == device)
     delta = sum(e.size if e.action == "alloc" else -e.size if e.action == "free_completed" else 0 for e in events)
     return (now - delta) / MB
+
+
+def memory_summary(snap: Snapshot) -> dict[str, Any]:
+    """Everything the memory doctor and the puzzle questions read, per device."""
+    devices = snap.devices() or [0]
+    per_device = {}
+    for d in devices:
+        per_device[str(d)] = {"totals": totals(snap, d), "pools": pools(snap, d),
+                              "private_pools": private_pools(snap, d), "top_sites": top_sites(snap, d),
+                              "duplicated": duplicated_buffers(snap, d)[:10],
+                              "timeline": timeline(snap, d), "baseline": reserved_baseline(snap, d),
+                              "held_together": held_together(snap, d)}
+    first = per_device[str(devices[0])]
+    return {"path": str(Path(snap.meta.get("path", ""))) if snap.meta.get("path") else "",
+            "devices": devices, "device": first, "per_device": per_device}

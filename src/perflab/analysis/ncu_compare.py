@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from perflab.analysis.compare import Delta, FindingChange, finding_changes
@@ -275,12 +274,3 @@ def compare_ncu(before: NcuProfile, after: NcuProfile, before_report: Any, after
     return NcuDiff(before_label=before_label or before.path, after_label=after_label or after.path,
                    before_device=before.device, after_device=after.device, pairs=pairs,
                    only_before=[k.name for k in only_b], only_after=[k.name for k in only_a], notes=notes)
-
-
-def load_ncu_side(path: str | Path) -> tuple[NcuProfile, Any]:
-    """Read an .ncu-rep or its raw-page CSV (recognized by content) and diagnose it."""
-    from perflab.doctor.ncu import diagnose_profile
-    from perflab.trace.ncu import load
-
-    profile = load(path)
-    return profile, diagnose_profile(profile)

@@ -108,7 +108,7 @@ def ceilings_from(data: dict | None, device: str | None = None) -> Ceilings:
 
 
 def load_ceilings(path: Path | None = None, device: str | None = None) -> Ceilings:
-    from perflab.toolkit.bench import load_ceilings as load_saved
+    from perflab.analysis.saved_ceilings import load_ceilings as load_saved
 
     return ceilings_from(load_saved(path), device)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perflab.analysis.links import gpu_rows, launch_of
+from perflab.analysis.wait_names import is_wait
 from perflab.trace.model import CPU_OP, PYTHON, STEP_RE, USER_ANNOTATION, Trace
 
 MIN_COVERAGE = 0.6          # share of the GPU work (by GPU time) the step ranges must launch
@@ -50,8 +51,6 @@ class Found:
 
 
 def _candidate_name(name: str, kind: int) -> bool:
-    from perflab.analysis.waits import is_wait
-
     text = name.strip()
     if not text or STEP_RE.fullmatch(text) or _NOT_A_STEP.search(text) or is_wait(text):
         return False  # a blocking wait (poll, select, futex) repeats on a background thread: never a step

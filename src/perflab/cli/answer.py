@@ -15,8 +15,9 @@ from rich.text import Text
 from perflab.cli.common import console as make_console
 from perflab.cli.common import fail
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, progress, questions, replay
-from perflab.puzzles.spec import Puzzle
+from perflab.puzzles.engine import catalog, progress, replay
+from perflab.puzzles import questions
+from perflab.puzzles.engine.spec import Puzzle
 from perflab.report import summary as render
 
 ALL = "all"

@@ -40,7 +40,9 @@ def diff(
                                    help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
-    from perflab.analysis.compare import compare, load_run, resolve
+    from perflab.analysis.compare import compare
+    from perflab.doctor.sides import load_run
+    from perflab.history import resolve
     from perflab.outputs import check_output, write_output
 
     if _ncu_pair(before, after):
@@ -113,7 +115,8 @@ def _ncu_pair(before: str, after: str) -> bool:
 
 
 def _ncu_diff(before: str, after: str, kernel: str, json_out: bool) -> None:
-    from perflab.analysis.ncu_compare import compare_ncu, load_ncu_side
+    from perflab.analysis.ncu_compare import compare_ncu
+    from perflab.doctor.sides import load_ncu_side
 
     pb, rb = load_ncu_side(before)
     pa, ra = load_ncu_side(after)

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
 
-        from perflab.analysis.compare import HISTORY_REF, resolve
+        from perflab.history import HISTORY_REF, resolve
         from perflab.outputs import check_output, write_output
 
         if not path.exists() and HISTORY_REF.fullmatch(str(path)):

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from perflab.cli.common import confirm
 from perflab.cli.common import console as make_console
-from perflab.puzzles import catalog, progress
+from perflab.puzzles.engine import catalog, progress
 
 SCHEMA = "perflab.progress/1"
 

@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perflab.errors import PerflabError
-from perflab.puzzles import catalog, progress, questions, replay, runner, workspace
-from perflab.puzzles.spec import Puzzle, display_path
+from perflab.puzzles.engine import catalog, progress, replay, runner, workspace
+from perflab.puzzles.engine.spec import Puzzle, display_path
 from perflab.cli.common import confirm, fail
 from perflab.cli.common import console as console_
 from perflab.report import summary as render
@@ -120,7 +120,7 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
     if p.requirements.gpus > 1:  # one trace per rank: the summary above is rank 0's
         _print_ranks(console, o.evidence, variant)
     if "ncu" in p.tools:  # kernel puzzles: the recording also holds Nsight Compute reports
-        from perflab.puzzles import ncu_evidence
+        from perflab.puzzles.evidence import ncu as ncu_evidence
 
         if ncu_evidence.has(o.evidence.folder, variant):
             rep = display_path(ncu_evidence.rep_file(o.evidence.folder, variant))
@@ -131,7 +131,7 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 
 
 def _print_ranks(console: Console, ev: Any, variant: str) -> None:
-    from perflab.puzzles.questions_multigpu import multirank
+    from perflab.puzzles.questions.multirank import multirank
 
     s = multirank(ev, variant)
     for r in s["per_rank"]:
@@ -167,7 +167,7 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
               seed: Optional[int] = typer.Option(None, "--seed", help="input seed (default: fresh random)"),
               as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.check/1)")) -> None:
     """Check a fix: correct on fresh inputs, faster (95 % CI above the bar), planted finding gone."""
-    from perflab.puzzles import checker
+    from perflab.puzzles.engine import checker
 
     p = catalog.get(puzzle_id)
     device = runner.require_device(p, "perflab check")
@@ -198,7 +198,7 @@ def _render_check(console: Console, r: Any) -> None:
     c = r.correctness
     console.print(Text.assemble(mark(c.ok), f"correct on fresh inputs (seed {c.seed}, {r.device})",
                                 f": {c.message}" if c.message else ""))
-    if r.speed and "median_ms" not in r.slow:  # a memory metric ([check] metric, puzzles/memory_evidence.py)
+    if r.speed and "median_ms" not in r.slow:  # a memory metric ([check] metric, puzzles/evidence/memory.py)
         s = r.speed
         metric = s.statistic.split()[0]
         console.print(Text.assemble(mark(s.passed), f"{metric}: slow {render.fmt_num(r.slow.get(metric))} MB, "

@@ -114,7 +114,7 @@ def _diagnose_quietly(traces: Path) -> Any:
 
 def _remember(found: dict[str, str], out: Path, report: Any) -> None:
     """A row in the run history (mode `profile`), so `perflab diff run:N` finds this run."""
-    from perflab.puzzles.progress import ProgressDB
+    from perflab.puzzles.engine.progress import ProgressDB
 
     what = Path(found.get("script", "")).name or found.get("module") or "script"
     step_ms = ((report.analyses or {}).get("summary") or {}).get("step_time_ms") if report is not None else None

@@ -36,11 +36,11 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
     if kind in _OTHER_READERS:
         return _dispatch(kind, path)
     if kind in (sniff.NSYS, sniff.NSYS_REP):
-        from perflab.doctor.nsys import diagnose_nsys
+        from perflab.doctor import nsys
         from perflab.trace.nsys_rep import sqlite_for
 
-        return diagnose_nsys(sqlite_for(path) if kind == sniff.NSYS_REP else path, rank=rank, step=step,
-                             nvtx_steps=nvtx_steps)
+        traces = nsys.load(sqlite_for(path) if kind == sniff.NSYS_REP else path, nvtx_steps=nvtx_steps)
+        return nsys.no_gpu_work(traces[0]) or diagnose_trace(traces, rank=rank, step=step)
     if kind == sniff.SQLITE:
         raise UnreadableInput(f"{path}: an SQLite file, but not an Nsight Systems export (give the output of "
                               "`nsys export --type sqlite`)")

@@ -16,22 +16,15 @@ from perflab.trace.model import GPU_WORK_KINDS, Trace
 from perflab.trace.nsys_names import AUTO
 
 
-def diagnose_nsys(path: str | Path, *, rank: int | None = None, step: int | None = None,
-                  nvtx_steps: str | None = AUTO) -> Report:
-    return diagnose_nsys_traces(nsys.load_ranks(path, nvtx_steps=nvtx_steps), rank=rank, step=step)
+def load(path: str | Path, *, nvtx_steps: str | None = AUTO) -> list[Trace]:
+    return nsys.load_ranks(path, nvtx_steps=nvtx_steps)
 
 
-def diagnose_nsys_traces(traces: list[Trace], *, rank: int | None = None, step: int | None = None) -> Report:
-    from perflab.doctor import diagnose_trace
-
-    trace = traces[0]
+def no_gpu_work(trace: Trace) -> Report | None:
+    """The report of a capture with no GPU rows (its verdict says why), or None: the trace rules' to judge."""
+    if np.isin(trace.kind, GPU_WORK_KINDS).any():
+        return None
     capture = trace.meta.get("capture") or {}
-    if not np.isin(trace.kind, GPU_WORK_KINDS).any():
-        return _no_gpu_work(trace, capture)
-    return diagnose_trace(traces, rank=rank, step=step)
-
-
-def _no_gpu_work(trace: Trace, capture: dict) -> Report:
     reason = capture.get("no_gpu_work") or "the export holds no kernel, copy or memset row"
     source = {"path": trace.meta.get("path", ""), "kind": "nsys", "device": trace.meta.get("device_name", ""),
               "ranks": [0], "rank": 0, "window": {"kind": "none", "steps": []},

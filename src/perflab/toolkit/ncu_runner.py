@@ -6,15 +6,13 @@ the extra metrics the doctor's rules and the roofline need, filtered against wha
 """
 from __future__ import annotations
 
-import glob
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.errors import PerflabError
+from perflab.trace.ncu_tool import export_csv, find_ncu, last_line
 
 # Metrics beyond `--set full` that the rules and the roofline read (each rule says why it reads what).
 EXTRA_METRICS = (
@@ -57,31 +55,11 @@ EXTRA_METRICS = (
     "lts__t_sectors_op_atom.sum", "lts__t_sectors_op_red.sum",
 )
 
-NCU_GLOBS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/NVIDIA-Nsight-Compute*/ncu")
-
-
 @dataclass
 class NcuRun:
     report: Path
     csv: Path | None
     command: list[str]
-
-
-def _version_key(path: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[./-]", path))
-
-
-def find_ncu() -> Path:
-    """ncu on PATH, else the newest under /opt/nvidia/nsight-compute/*/; one-line error if absent."""
-    found = shutil.which("ncu")
-    if found:
-        return Path(found)
-    for pattern in NCU_GLOBS:
-        hits = sorted((h for h in glob.glob(pattern) if os.access(h, os.X_OK)), key=_version_key)
-        if hits:
-            return Path(hits[-1])
-    raise PerflabError("Nsight Compute (ncu) not found on PATH or under /opt/nvidia/nsight-compute/*/: "
-                       "install Nsight Compute or add its folder to PATH")
 
 
 def parse_query_metrics(text: str) -> set[str]:
@@ -154,23 +132,6 @@ def build_command(ncu: Path, out_base: Path, program: list[str], *, kernel: str 
     return cmd + list(program)
 
 
-def export_csv_command(ncu: Path, report: Path) -> list[str]:
-    return [str(ncu), "--import", str(report), "--page", "raw", "--csv"]
-
-
-def export_csv(ncu: Path, report: Path, csv_path: Path) -> Path:
-    proc = subprocess.run(export_csv_command(ncu, report), capture_output=True, text=True)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise PerflabError(f"ncu could not export {report} as CSV: {_last_line(proc.stderr or proc.stdout)}")
-    csv_path.write_text(proc.stdout)
-    return csv_path
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "no output"
-
-
 def profile(program: list[str], *, out_dir: Path, name: str | None = None, kernel: str | None = None,
             section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
             extra_metrics: bool = True, force: bool = False, kill: bool = False) -> NcuRun:
@@ -199,6 +160,6 @@ def profile(program: list[str], *, out_dir: Path, name: str | None = None, kerne
     if not report.exists():
         errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]
         raise PerflabError(f"ncu wrote no report (exit {proc.returncode}): "
-                           f"{_last_line(chr(10).join(errors) or proc.stderr or proc.stdout)}")
+                           f"{last_line(chr(10).join(errors) or proc.stderr or proc.stdout)}")
     csv_path = export_csv(ncu, report, out_base.with_suffix(".csv"))
     return NcuRun(report=report, csv=csv_path, command=cmd)

@@ -28,6 +28,19 @@ from typing import Any
 
 from perflab.errors import PerflabError
 
+ENV_TORCHRUN = "PERFLAB_TORCHRUN"      # extra torchrun options for perflab's own jobs (multi-node rendezvous)
+
+
+def torchrun_args() -> list[str]:
+    import shlex
+
+    return shlex.split(os.environ.get(ENV_TORCHRUN, ""))
+
+
+def multi_node() -> bool:
+    """$PERFLAB_TORCHRUN names a rendezvous over several nodes."""
+    return any(a.startswith(("--nnodes", "--rdzv")) for a in torchrun_args())
+
 ENV_DIR = "PERFLAB_SCALE_DIR"
 ENV_MODE = "PERFLAB_SCALE_MODE"
 MODES = ("strong", "weak")

@@ -73,7 +73,7 @@ def _ncu_python_dirs() -> list[str]:
         if os.environ.get(env):
             dirs += [os.environ[env], os.path.join(os.environ[env], "extras", "python")]
     try:
-        from perflab.toolkit.ncu_runner import find_ncu
+        from perflab.trace.ncu_tool import find_ncu
 
         dirs.append(str(find_ncu().resolve().parent / "extras" / "python"))
     except Exception:
@@ -170,7 +170,7 @@ def _installed_module_works(mod, report: Path) -> bool:
 def _export_with_ncu(report: Path) -> Path | None:
     """The raw page through `ncu --import` when Nsight Compute is installed; None otherwise."""
     try:
-        from perflab.toolkit.ncu_runner import export_csv, find_ncu
+        from perflab.trace.ncu_tool import export_csv, find_ncu
 
         fd, name = tempfile.mkstemp(suffix=".csv")
         os.close(fd)

@@ -1,6 +1,6 @@
 """Helpers shared by the multi-GPU puzzles' workloads (catalog 70-73): who am I, a graph per shape.
 
-The workloads run under torchrun (perflab.puzzles.distributed initializes the process group before
+The workloads run under torchrun (perflab.puzzles.evidence.multirank initializes the process group before
 their setup) and also as one rank without a process group (CPU smoke tests). torch is imported lazily.
 """
 from __future__ import annotations

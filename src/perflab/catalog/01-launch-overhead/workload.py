@@ -10,7 +10,8 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 # Full size (the GPU puzzle). On device "cpu", or with PERFLAB_SMOKE=1, SMOKE_SIZE is used so CI can
 # run the workload in well under a second.
@@ -19,9 +20,7 @@ SMOKE_SIZE = {"layers": 2, "dim": 64, "heads": 4, "tokens": 8, "ffn": 128}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int):

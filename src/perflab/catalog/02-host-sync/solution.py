@@ -12,61 +12,11 @@ On the CPU the same device-side loop runs eagerly (no graphs there).
 """
 from __future__ import annotations
 
-import math
-import os
+from perflab.workloads import siblings
 
-SIZE = {"vocab": 32000, "dim": 256, "layers": 2, "new_tokens": 64}
-SMOKE_SIZE = {"vocab": 512, "dim": 32, "layers": 2, "new_tokens": 16}
-EOS = 2
-PAD = -1
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
-
-
-def _build(device: str, seed: int) -> dict:
-    """Weights, prompt token and initial hidden state, deterministic from ``seed``."""
-    import torch
-
-    size = _size(device)
-    gen = torch.Generator().manual_seed(int(seed))
-    d, v, n_layers = size["dim"], size["vocab"], size["layers"]
-
-    def randn(*shape, std=1.0):
-        return (torch.randn(*shape, generator=gen) * std).to(device=device, dtype=torch.float16)
-
-    params = {
-        "emb": randn(v, d),
-        "layers": [
-            {
-                "w_ih": randn(3 * d, d, std=1.0 / math.sqrt(d)),
-                "w_hh": randn(3 * d, d, std=1.0 / math.sqrt(d)),
-                "b_ih": randn(3 * d, std=0.1),
-                "b_hh": randn(3 * d, std=0.1),
-            }
-            for _ in range(n_layers)
-        ],
-        "head": randn(v, d, std=1.0 / math.sqrt(d)),
-    }
-    prompt = torch.randint(3, v, (1,), generator=gen).to(device)          # last prompt token
-    h0 = [randn(1, d, std=0.5) for _ in range(n_layers)]                   # hidden state after the prompt
-    return {"size": size, "params": params, "prompt": prompt, "h0": h0}
-
-
-def forward_token(params: dict, tok, hs: list):
-    """One decoding step of the model: token id [1] (int64) and hidden states -> logits [1, V], new states."""
-    import torch
-    import torch.nn.functional as F
-
-    x = F.embedding(tok, params["emb"])                                    # [1, d]
-    new_hs = []
-    for layer, h in zip(params["layers"], hs):
-        x = torch.gru_cell(x, h, layer["w_ih"], layer["w_hh"], layer["b_ih"], layer["b_hh"])
-        new_hs.append(x)
-    return F.linear(x, params["head"]), new_hs                             # [1, V]
+_w = siblings.load(__file__, "02-host-sync")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, EOS, PAD, _size, _build, forward_token = (_w.SIZE, _w.SMOKE_SIZE, _w.EOS, _w.PAD, _w._size,
+                                                            _w._build, _w.forward_token)
 
 
 def decode(state: dict):

@@ -14,7 +14,8 @@ the CPU path; tests change it to exercise early stopping).
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"vocab": 32000, "dim": 256, "layers": 2, "new_tokens": 64}
 SMOKE_SIZE = {"vocab": 512, "dim": 32, "layers": 2, "new_tokens": 16}
@@ -23,9 +24,7 @@ PAD = -1
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -14,47 +14,10 @@ On the CPU (no pinned memory, no streams) it runs the plain loop.
 """
 from __future__ import annotations
 
-import math
-import os
+from perflab.workloads import siblings
 
-SIZE = {"batches": 4, "rows": 4096, "dim": 2048, "hidden": 8192}
-SMOKE_SIZE = {"batches": 3, "rows": 64, "dim": 32, "hidden": 64}
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
-
-
-def _build(device: str, seed: int) -> dict:
-    """Weights (on the device) and the K host batches (pageable CPU tensors), from ``seed``."""
-    import torch
-
-    size = _size(device)
-    gen = torch.Generator().manual_seed(int(seed))
-    n, d, f = size["rows"], size["dim"], size["hidden"]
-
-    def randn(*shape, std=1.0, dtype=torch.bfloat16):
-        return (torch.randn(*shape, generator=gen) * std).to(dtype)
-
-    w1 = randn(d, f, std=1.0 / math.sqrt(d)).to(device)
-    w2 = randn(f, d, std=1.0 / math.sqrt(f)).to(device)
-    host_batches = [
-        (randn(n, d), randn(n, d), (1.0 + 0.1 * torch.randn(n, generator=gen)).to(torch.bfloat16))
-        for _ in range(size["batches"])
-    ]
-    return {"size": size, "w1": w1, "w2": w2, "host_batches": host_batches}
-
-
-def compute(x, r, s, w1, w2, out=None):
-    """The model: y = (gelu(x @ w1) @ w2) * s[:, None] + r."""
-    import torch
-    import torch.nn.functional as F
-
-    h = F.gelu(x @ w1)
-    y = (h @ w2) * s[:, None]
-    return torch.add(y, r, out=out) if out is not None else y + r
+_w = siblings.load(__file__, "03-pageable-copies")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, _size, _build, compute = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.compute
 
 
 def setup(device: str, seed: int) -> dict:

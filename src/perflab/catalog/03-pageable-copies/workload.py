@@ -13,16 +13,15 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"batches": 4, "rows": 4096, "dim": 2048, "hidden": 8192}
 SMOKE_SIZE = {"batches": 3, "rows": 64, "dim": 32, "hidden": 64}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -16,16 +16,15 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"batch": 64, "dim": 1024, "vocab": 65536, "allowed": 16, "tokens": 32}
 SMOKE_SIZE = {"batch": 4, "dim": 32, "vocab": 256, "allowed": 8, "tokens": 5}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

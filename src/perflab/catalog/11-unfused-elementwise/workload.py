@@ -14,7 +14,8 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"rows": 16384, "dim": 4096}
 SMOKE_SIZE = {"rows": 64, "dim": 32}
@@ -22,9 +23,7 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

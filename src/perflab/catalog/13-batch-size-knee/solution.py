@@ -12,49 +12,11 @@ than the host needs to launch it, so the GPU never waits for the host.
 """
 from __future__ import annotations
 
-import math
-import os
+from perflab.workloads import siblings
 
-SIZE = {"requests": 2048, "dim": 1024, "hidden": 4096}
-SMOKE_SIZE = {"requests": 24, "dim": 32, "hidden": 64}
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
-
-
-def _build(device: str, seed: int) -> dict:
-    """Weights and the N waiting requests, drawn on the device from ``seed``."""
-    import torch
-
-    size = _size(device)
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    d, f = size["dim"], size["hidden"]
-
-    def randn(*shape, std=1.0):
-        return torch.randn(*shape, generator=gen, device=device) * std
-
-    return {"size": size, "device": str(device),
-            "w1": randn(f, d, std=1.0 / math.sqrt(d)), "b1": randn(f, std=0.1),
-            "w2": randn(d, f, std=1.0 / math.sqrt(f)), "b2": randn(d, std=0.1),
-            "requests": randn(size["requests"], d)}
-
-
-def forward(state: dict, x):
-    """The model on a batch x [B, dim] fp32 -> [B, dim] fp32."""
-    import torch.nn.functional as F
-
-    return F.linear(F.gelu(F.linear(x, state["w1"], state["b1"])), state["w2"], state["b2"])
-
-
-def make_batch(state: dict, batch: int, seed: int = 0):
-    """A random batch [batch, dim] fp32 on the state's device (for the batch-size sweep)."""
-    import torch
-
-    gen = torch.Generator(device=state["device"]).manual_seed(int(seed))
-    return torch.randn(batch, state["size"]["dim"], generator=gen, device=state["device"])
+_w = siblings.load(__file__, "13-batch-size-knee")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, _size, _build, forward, make_batch = (_w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.forward,
+                                                        _w.make_batch)
 
 
 def setup(device: str, seed: int) -> dict:

@@ -11,16 +11,15 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"rows": 4096, "dim": 4096, "layers": 6, "classes": 8192}
 SMOKE_SIZE = {"rows": 16, "dim": 32, "layers": 2, "classes": 48}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

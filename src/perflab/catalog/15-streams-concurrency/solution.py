@@ -23,33 +23,13 @@ gelu=True)``, 512 blocks that fill the GPU with no streams at all.) On the CPU i
 """
 from __future__ import annotations
 
-import math
-import os
+from perflab.workloads import siblings
+from perflab.workloads.expert_gemm import expert_gemm
 
-from perflab.puzzles.expert_gemm import expert_gemm
+_w = siblings.load(__file__, "15-streams-concurrency")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, _size, _build = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build
 
-SIZE = {"experts": 32, "tokens": 128, "dim": 8192, "hidden": 4096}
-SMOKE_SIZE = {"experts": 3, "tokens": 8, "dim": 64, "hidden": 32}
 STREAMS = 8
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
-
-
-def _build(device: str, seed: int) -> dict:
-    """The routed tokens per expert, the experts' weights and the output buffer, drawn from ``seed``."""
-    import torch
-
-    size = _size(device)
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    e, t, d, f = size["experts"], size["tokens"], size["dim"], size["hidden"]
-    x = torch.randn(e, t, d, generator=gen, device=device).to(torch.bfloat16)
-    w = (torch.randn(e, f, d, generator=gen, device=device) / math.sqrt(d)).to(torch.bfloat16)
-    return {"size": size, "device": str(device), "x": x, "w": w,
-            "out": torch.empty(e, t, f, dtype=torch.bfloat16, device=device)}
 
 
 def setup(device: str, seed: int) -> dict:

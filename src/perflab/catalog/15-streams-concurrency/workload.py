@@ -3,7 +3,7 @@
 The first half of a mixture-of-experts layer at serving time: 32 experts, each with the 128 tokens
 the router sent it (a fixed capacity), each applying its own up-projection with GELU,
 y[e] = gelu(x[e] @ W[e]^T), x[e] [128, 8192] bf16, W[e] [4096, 8192] bf16. Every expert's GEMM is one
-launch of an in-house Triton kernel (perflab.puzzles.expert_gemm; 128 x 256 tiles): 128 tokens x
+launch of an in-house Triton kernel (perflab.workloads.expert_gemm; 128 x 256 tiles): 128 tokens x
 4096 outputs make 16 thread blocks, for a GPU with 132 SMs. The experts are independent, but the
 loop issues them one after the other on the default stream.
 
@@ -14,18 +14,16 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
 
-from perflab.puzzles.expert_gemm import expert_gemm
+from perflab.workloads import sizes
+from perflab.workloads.expert_gemm import expert_gemm
 
 SIZE = {"experts": 32, "tokens": 128, "dim": 8192, "hidden": 4096}
 SMOKE_SIZE = {"experts": 3, "tokens": 8, "dim": 64, "hidden": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -16,16 +16,15 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"batch": 128, "size": 512, "patch": 16, "dim": 512, "classes": 1000, "top": 5}
 SMOKE_SIZE = {"batch": 2, "size": 32, "patch": 8, "dim": 16, "classes": 10, "top": 3}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -14,7 +14,8 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"batch": 2048, "dim": 4096, "hidden": 8192, "routes": 512, "top": 5}
 SMOKE_SIZE = {"batch": 8, "dim": 32, "hidden": 48, "routes": 16, "top": 3}
@@ -22,9 +23,7 @@ PARTS = ("encode", "select", "postprocess")
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def _build(device: str, seed: int) -> dict:

@@ -7,22 +7,9 @@ double loop: the audited iteration now costs what the others cost.
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from perflab.workloads import siblings
 
-def _workload_file() -> Path:
-    """workload.py beside this file, else the catalog's (a copy of this file elsewhere still runs)."""
-    here = Path(__file__).with_name("workload.py")
-    if here.is_file():
-        return here
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "custom-trace-rules").file("slow")
-
-
-_spec = importlib.util.spec_from_file_location("_custom_rules_workload", _workload_file())
-_w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_w)
+_w = siblings.load(__file__, "23-custom-trace-rules")   # this puzzle's workload.py: what the fix keeps
 SIZE, CPU_SIZE, SMOKE_SIZE = _w.SIZE, _w.CPU_SIZE, _w.SMOKE_SIZE
 
 

@@ -8,23 +8,9 @@ buckets are bit-identical to the Python integer mix.
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from perflab.workloads import siblings
 
-
-def _workload_file() -> Path:
-    """workload.py beside this file, else the catalog's (a copy of this file elsewhere still runs)."""
-    here = Path(__file__).with_name("workload.py")
-    if here.is_file():
-        return here
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "pyspy-sampling").file("slow")
-
-
-_spec = importlib.util.spec_from_file_location("_pyspy_sampling_workload", _workload_file())
-_w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_w)
+_w = siblings.load(__file__, "24-pyspy-sampling")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE = _w.SIZE, _w.SMOKE_SIZE
 MASK, MIX, MAX_AGE, TAU = _w.MASK, _w.MIX, _w.MAX_AGE, _w.TAU
 

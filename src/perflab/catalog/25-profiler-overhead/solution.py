@@ -8,22 +8,9 @@ between samples, so the cost is a few µs per sample instead of a hook on every 
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from perflab.workloads import siblings
 
-
-def _workload_file() -> Path:
-    here = Path(__file__).with_name("workload.py")
-    if here.is_file():
-        return here
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "profiler-overhead").file("slow")
-
-
-_spec = importlib.util.spec_from_file_location("_profiler_overhead_workload", _workload_file())
-_w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_w)
+_w = siblings.load(__file__, "25-profiler-overhead")   # this puzzle's workload.py: what the fix keeps
 SIZE = _w.SIZE
 INTERVAL_S = 0.002
 

@@ -12,22 +12,19 @@ the scores of the same step without any profiler (what the checker compares the 
 from __future__ import annotations
 
 import cProfile
-import importlib.util
 import os
 import pstats
 from pathlib import Path
 
+from perflab.workloads import siblings
+
 
 def loop_file() -> Path:
     """The ranking loop: pyspy-sampling's workload.py (beside this puzzle in the catalog)."""
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "pyspy-sampling").file("slow")
+    return siblings.path(None, "24-pyspy-sampling")
 
 
-_spec = importlib.util.spec_from_file_location("_profiler_overhead_loop", loop_file())
-_loop = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_loop)
+_loop = siblings.load(None, "24-pyspy-sampling")
 SIZE = _loop.SIZE
 
 

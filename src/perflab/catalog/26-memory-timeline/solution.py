@@ -8,22 +8,9 @@ The scores are bit-identical (the same kernels in the same order).
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from perflab.workloads import siblings
 
-
-def _workload_file() -> Path:
-    here = Path(__file__).with_name("workload.py")
-    if here.is_file():
-        return here
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "memory-timeline").file("slow")
-
-
-_spec = importlib.util.spec_from_file_location("_memory_timeline_workload", _workload_file())
-_w = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_w)
+_w = siblings.load(__file__, "26-memory-timeline")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE = _w.SIZE, _w.SMOKE_SIZE
 
 

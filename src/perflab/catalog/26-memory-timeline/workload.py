@@ -12,16 +12,14 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 """
 from __future__ import annotations
 
-import os
+from perflab.workloads import sizes
 
 SIZE = {"batch": 4096, "width": 1024, "expand": 4, "blocks": 32}
 SMOKE_SIZE = {"batch": 64, "width": 32, "expand": 4, "blocks": 4}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def build(device: str, seed: int) -> dict:

@@ -11,7 +11,8 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"tokens": 4096, "hidden": 2048, "layers": 24}
 SMOKE_SIZE = {"tokens": 16, "hidden": 32, "layers": 3}
@@ -19,9 +20,7 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def build(device: str, seed: int) -> dict:

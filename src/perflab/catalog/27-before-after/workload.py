@@ -12,22 +12,9 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from perflab.workloads import siblings
 
-
-def _before_file() -> Path:
-    here = Path(__file__).with_name("before.py")
-    if here.is_file():
-        return here
-    from perflab.puzzles import catalog
-
-    return catalog.find(catalog.load_catalog([catalog.BUILTIN]), "before-after").folder / "before.py"
-
-
-_spec = importlib.util.spec_from_file_location("_before_after_before", _before_file())
-_b = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_b)
+_b = siblings.load(__file__, "27-before-after", "before.py")   # the workload before the change
 SIZE, SMOKE_SIZE = _b.SIZE, _b.SMOKE_SIZE
 
 

@@ -13,36 +13,23 @@ M is not in it, so decode reuses the prefill winner, a 128x256 tile, on a 16-row
 each tile's rows are padding and the 8192 columns make only 32 thread blocks for 132 SMs.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([16, 8192] bf16).
-For the autotuning log (perflab.puzzles.autotune_log): ``TUNED`` and ``tuned_calls(state)``.
+For the autotuning log (perflab.puzzles.evidence.autotune): ``TUNED`` and ``tuned_calls(state)``.
 """
 from __future__ import annotations
 
 import triton
 
-from perflab.puzzles import triton_gemm
+from perflab.workloads import siblings, triton_gemm
+
+_w = siblings.load(__file__, "42-autotune")   # this puzzle's workload.py: what the fix keeps
+CONFIGS, _inputs, reference_state = _w.CONFIGS, _w._inputs, _w.reference_state
 
 PREFILL_M, DECODE_M, N, K = 4096, 16, 8192, 8192
 
-CONFIGS = [
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256}, num_warps=4, num_stages=4),
-]
 
 # M in the key: every M gets its own tuning run and cached config.
 matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"], do_bench=triton_gemm.quick_bench)(triton_gemm.matmul_kernel)
 TUNED = matmul
-
-
-def _inputs(device: str, seed: int):
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    w = (torch.randn(N, K, generator=gen, device=device) / K ** 0.5).to(torch.bfloat16)
-    prefill = torch.randn(PREFILL_M, K, generator=gen, device=device).to(torch.bfloat16)
-    x = torch.randn(DECODE_M, K, generator=gen, device=device).to(torch.bfloat16)
-    return w, prefill, x
 
 
 def setup(device: str, seed: int) -> dict:
@@ -57,11 +44,6 @@ def setup(device: str, seed: int) -> dict:
 
 def step(state: dict):
     return triton_gemm.launch(matmul, state["x"], state["w"], state["out"])     # decode: M = 16
-
-
-def reference_state(state: dict):
-    """What step() must return (torch's matmul; the GPU tests compare at bf16 tolerance)."""
-    return (state["x"].float() @ state["w"].float().t()).to(state["out"].dtype)
 
 
 def tuned_calls(state: dict) -> list:

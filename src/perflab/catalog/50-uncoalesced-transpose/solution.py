@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 ROWS, COLS = 4096, 8192
 TILE = 32

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 ROWS, COLS = 4096, 8192
 
@@ -21,7 +21,9 @@ extern "C" __global__ void transpose_scale(const float* __restrict__ in, float* 
   size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;   // index into out [cols, rows]
   if (t >= (size_t)rows * cols) return;
   int r = (int)(t % rows), c = (int)(t / rows);
-  out[t] = 2.f * in[(size_t)r * cols + c];                    // lanes r, r+1, ...: a column of `in`
+  // TODO: lanes r, r+1, ... read down a column of `in`. Make both the reads and the writes of a
+  // warp contiguous (hint: stage a 32x32 tile through shared memory; mind the banks).
+  out[t] = 2.f * in[(size_t)r * cols + c];
 }
 """
 

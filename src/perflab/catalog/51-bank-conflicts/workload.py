@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 BLOCKS, ITERS = 4096, 256
 
 KERNEL_SRC = r"""
 extern "C" __global__ void tile_row_sums(const float* __restrict__ in, float* __restrict__ out, int iters) {
-  __shared__ float tile[32][32];
+  __shared__ float tile[32][32];   // TODO: lane tx reads row tx: which bank does tile[tx][k] fall in?
   const int tx = threadIdx.x, ty = threadIdx.y;   // block 32 x 8
   const size_t base = (size_t)blockIdx.x * 1024;
   for (int r = ty; r < 32; r += 8) tile[r][tx] = in[base + r * 32 + tx];

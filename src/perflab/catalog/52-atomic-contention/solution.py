@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N_TOKENS, EXPERTS, BLOCKS, THREADS = 32 << 20, 8, 1024, 256
 

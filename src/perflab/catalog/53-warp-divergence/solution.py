@@ -17,26 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
+
+_w = siblings.load(__file__, "53-warp-divergence")   # this puzzle's workload.py: what the fix keeps
+CHANNEL_FUNCTIONS, make_input = _w.CHANNEL_FUNCTIONS, _w.make_input
 
 N, ITERS, THREADS = 1 << 21, 256, 256   # THREADS must stay 256 (8 warps = 8 channels)
 
-# the 8 channel functions (shared by every variant: only the thread -> element mapping may change)
-CHANNEL_FUNCTIONS = r"""
-__device__ __forceinline__ float channel_fn(int ch, float x, int iters) {
-  switch (ch) {
-    case 0: for (int k = 0; k < iters; ++k) x = __sinf(x) * 1.0001f + 0.1f; break;
-    case 1: for (int k = 0; k < iters; ++k) x = __cosf(x) * 0.9999f - 0.1f; break;
-    case 2: for (int k = 0; k < iters; ++k) x = sqrtf(fabsf(x) + 1.f) - 0.5f; break;
-    case 3: for (int k = 0; k < iters; ++k) x = __expf(-fabsf(x)) + 0.25f; break;
-    case 4: for (int k = 0; k < iters; ++k) x = __logf(fabsf(x) + 2.f) * 0.5f; break;
-    case 5: for (int k = 0; k < iters; ++k) x = rsqrtf(fabsf(x) + 1.f) + 0.125f; break;
-    case 6: for (int k = 0; k < iters; ++k) x = fmaf(x, x, -0.25f) * 0.5f; break;
-    default: for (int k = 0; k < iters; ++k) x = __fdividef(1.f, fabsf(x) + 1.5f); break;
-  }
-  return x;
-}
-"""
 
 KERNEL_SRC = CHANNEL_FUNCTIONS + r"""
 extern "C" __global__ void channel_mix_sorted(const float* __restrict__ in, float* __restrict__ out, int n,
@@ -47,13 +35,6 @@ extern "C" __global__ void channel_mix_sorted(const float* __restrict__ in, floa
   out[i] = channel_fn(i & 7, in[i], iters);
 }
 """
-
-
-def make_input(device: str, seed: int):
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
-    return (torch.rand(N, generator=gen, device=device) - 0.5)
 
 
 def setup(device: str, seed: int) -> dict:

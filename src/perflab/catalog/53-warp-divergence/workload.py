@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N, ITERS, THREADS = 1 << 21, 256, 256
 
@@ -34,7 +34,8 @@ __device__ __forceinline__ float channel_fn(int ch, float x, int iters) {
 
 KERNEL_SRC = CHANNEL_FUNCTIONS + r"""
 extern "C" __global__ void channel_mix(const float* __restrict__ in, float* __restrict__ out, int n, int iters) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;   // element i, channel i % 8: 8 channels per warp
+  // TODO: a warp's 32 lanes cover all 8 channels. Map threads to elements so a warp runs one channel.
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   out[i] = channel_fn(i & 7, in[i], iters);
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N = 128 << 20          # floats: 512 MB, ten times the L2
 THREADS, BLOCKS_PER_SM = 256, 4
@@ -37,7 +37,8 @@ extern "C" __global__ void hbm_to_smem(const float* __restrict__ in, double* __r
   float acc = 0.f;
   for (long long base = (long long)blockIdx.x * 256; base < n; base += (long long)gridDim.x * 256) {
     long long i = base + threadIdx.x;
-    tile[threadIdx.x] = i < n ? in[i] : 0.f;                    // HBM -> SMEM: 4 bytes per thread
+    // TODO: how many bytes does an SM have in flight here, and how many does it need to cover the latency?
+    tile[threadIdx.x] = i < n ? in[i] : 0.f;
     __syncthreads();
     acc += tile[255 - threadIdx.x];                             // consume from SMEM
     __syncthreads();

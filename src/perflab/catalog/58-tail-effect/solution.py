@@ -16,43 +16,19 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
+
+_w = siblings.load(__file__, "58-tail-effect")   # this puzzle's workload.py: what the fix keeps
+CHUNK, ADVANCE, sm_count, make_input, reference_state = (_w.CHUNK, _w.ADVANCE, _w.sm_count, _w.make_input,
+                                                         _w.reference_state)
 
 THREADS, ILP, GROUPS = 1024, 16, 16
-CHUNK = THREADS * ILP * GROUPS          # particles per chunk: 262144
 BLOCKS_PER_SM = 1                       # 1024 threads x > 32 registers: one block per SM
 
-ADVANCE = r"""
-#define STEPS 128
-// 16 particles first, first + stride, ..., first + 15 * stride (those below n), 128 steps each.
-__device__ __forceinline__ void advance16(const float* __restrict__ x0, const float* __restrict__ v0,
-                                          float* __restrict__ out, int first, int stride, int n) {
-  float x[16], v[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    int i = first + j * stride;
-    x[j] = i < n ? x0[i] : 0.f;
-    v[j] = i < n ? v0[i] : 0.f;
-  }
-#pragma unroll 1
-  for (int s = 0; s < STEPS; ++s) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      v[j] = fmaf(-0.01f, x[j], fmaf(-0.001f, v[j], v[j]));   // dt = 0.01, k = 1, c = 0.1
-      x[j] = fmaf(0.01f, v[j], x[j]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    int i = first + j * stride;
-    if (i < n) out[i] = x[j];
-  }
-}
-"""
 
 KERNEL_SRC = ADVANCE + r"""
 // Persistent: as many blocks as fit at once (one per SM), each thread strides over ALL particles, so the
@@ -64,32 +40,6 @@ extern "C" __global__ void __launch_bounds__(1024) integrate_particles(const flo
     advance16(x0, v0, out, first, stride, n);
 }
 """
-
-
-@lru_cache(maxsize=8)
-def sm_count(device) -> int:
-    """The device's SM count (read from the device, never typed)."""
-    import torch
-
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def make_input(device: str, seed: int, n: int):
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
-    x0 = torch.rand(n, generator=gen, device=device) * 2 - 1
-    v0 = torch.rand(n, generator=gen, device=device) * 2 - 1
-    return x0, v0
-
-
-def reference_state(state: dict):
-    """What the kernel computes, in float64 (tests/gpu)."""
-    x, v = state["x0"].double(), state["v0"].double()
-    for _ in range(128):
-        v = v - 0.001 * v - 0.01 * x
-        x = x + 0.01 * v
-    return x
 
 
 def setup(device: str, seed: int) -> dict:

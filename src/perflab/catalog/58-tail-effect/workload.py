@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 THREADS, ILP, GROUPS = 1024, 16, 16
 CHUNK = THREADS * ILP * GROUPS          # particles per chunk: 262144
@@ -50,6 +50,8 @@ __device__ __forceinline__ void advance16(const float* __restrict__ x0, const fl
 
 KERNEL_SRC = ADVANCE + r"""
 // One block per chunk: the grid is the number of chunks.
+// TODO: how many waves of blocks is that on this GPU, and how full is the last one? (ncu: Launch Statistics,
+// launch__waves_per_multiprocessor; Occupancy) Keep the kernel name integrate_particles.
 extern "C" __global__ void __launch_bounds__(1024) integrate_particles(const float* __restrict__ x0,
     const float* __restrict__ v0, float* __restrict__ out, int chunk, int n) {
   const int base = blockIdx.x * chunk;

@@ -20,95 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads import siblings
+from perflab.workloads.cuda_kernels import kernel, view
+
+_w = siblings.load(__file__, "59-tile-quantization")   # this puzzle's workload.py: what the fix keeps
+KERNEL_TEMPLATE, kernel_name, padded, make_input, reference_state = (
+    _w.KERNEL_TEMPLATE, _w.kernel_name, _w.padded, _w.make_input, _w.reference_state)
 
 BATCH, M, N, K = 2304, 144, 144, 256
 
 # The tile config: a tile that divides 144 (144 = 3 x 48), so nothing is padded. One warp per 48 x 48 tile.
 TILE_M, TILE_N, WARPS_M, WARPS_N = 48, 48, 1, 1
-
-KERNEL_TEMPLATE = r"""
-#define TM {tm}
-#define TN {tn}
-#define WM {wm}
-#define WN {wn}
-#define FM (TM / (16 * WM))   // 16-row MMA tiles per warp
-#define FN (TN / (8 * WN))    // 8-column MMA tiles per warp
-
-__device__ __forceinline__ unsigned ld2(const unsigned short* p) {{ return *reinterpret_cast<const unsigned*>(p); }}
-
-// C[b] (Mp x Np, fp32) = A[b] (Mp x K) * B[b]^T (B stored Np x K); bf16 as raw 16-bit words, row-major.
-extern "C" __global__ void __launch_bounds__(WM * WN * 32) {name}(const unsigned short* __restrict__ A,
-    const unsigned short* __restrict__ B, float* __restrict__ C, int Mp, int Np, int K) {{
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wm = warp / WN, wn = warp % WN;
-  const size_t b = blockIdx.z;
-  const unsigned short* Ab = A + b * (size_t)Mp * K;
-  const unsigned short* Bb = B + b * (size_t)Np * K;
-  float* Cb = C + b * (size_t)Mp * Np;
-  const int m0 = blockIdx.y * TM + wm * 16 * FM, n0 = blockIdx.x * TN + wn * 8 * FN;
-  float acc[FM][FN][4];
-#pragma unroll
-  for (int i = 0; i < FM; ++i)
-#pragma unroll
-    for (int j = 0; j < FN; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
-  for (int k = 0; k < K; k += 16) {{
-    unsigned a[FM][4], bf[FN][2];
-#pragma unroll
-    for (int i = 0; i < FM; ++i) {{           // the m16n8k16 A fragment: rows g, g+8; columns 2t, 2t+8
-      const unsigned short* p = Ab + (size_t)(m0 + i * 16 + g) * K + k + 2 * t;
-      a[i][0] = ld2(p); a[i][1] = ld2(p + 8 * K); a[i][2] = ld2(p + 8); a[i][3] = ld2(p + 8 * K + 8);
-    }}
-#pragma unroll
-    for (int j = 0; j < FN; ++j) {{           // the B fragment: column g, rows (k) 2t and 2t+8
-      const unsigned short* q = Bb + (size_t)(n0 + j * 8 + g) * K + k + 2 * t;
-      bf[j][0] = ld2(q); bf[j][1] = ld2(q + 8);
-    }}
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};"
-            : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-            : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(bf[j][0]), "r"(bf[j][1]));
-  }}
-#pragma unroll
-  for (int i = 0; i < FM; ++i)
-#pragma unroll
-    for (int j = 0; j < FN; ++j) {{
-      float* c = Cb + (size_t)(m0 + i * 16 + g) * Np + n0 + j * 8 + 2 * t;
-      *reinterpret_cast<float2*>(c) = make_float2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<float2*>(c + 8 * (size_t)Np) = make_float2(acc[i][j][2], acc[i][j][3]);
-    }}
-}}
-"""
-
-
-def kernel_name() -> str:
-    return f"gemm_bf16_mma_tile{TILE_M}x{TILE_N}"
-
-
-def padded(n: int, tile: int) -> int:
-    return -(-n // tile) * tile
-
-
-def make_input(device: str, seed: int):
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
-    f1 = (torch.rand(BATCH, M, K, generator=gen, device=device) - 0.5).to(torch.bfloat16)
-    f2 = (torch.rand(BATCH, N, K, generator=gen, device=device) - 0.5).to(torch.bfloat16)
-    return f1, f2
-
-
-def reference_state(state: dict):
-    """What the kernel computes: bf16 products summed in fp32 (tests/gpu)."""
-    import torch
-
-    f1, f2 = state["f1"], state["f2"]
-    return torch.bmm(f1.double(), f2.double().transpose(1, 2)).float()
 
 
 def setup(device: str, seed: int) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 T, H, W = 8, 4096, 4096
 THREADS, ROWS = 128, 32

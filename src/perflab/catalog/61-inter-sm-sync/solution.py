@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N, CHUNK, THREADS = 16 << 20, 4096, 128
 

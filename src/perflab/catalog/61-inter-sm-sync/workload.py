@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 N, CHUNK, THREADS = 16 << 20, 4096, 128
 
@@ -37,6 +37,10 @@ extern "C" __global__ void sumsq_in_order(const float4* __restrict__ x, float* _
   if (threadIdx.x == 0) {
     float part = 0.f;
     for (int w = 0; w < (int)(blockDim.x >> 5); ++w) part += warp_sums[w];   // fixed order
+    // TODO: every block waits here for the one before it: 4096 hand-offs through global memory, one
+    // at a time, and the waiting blocks poll one word with atomics. Keep the result deterministic (a
+    // fixed order of additions) without making blocks wait for each other: one write per block, then
+    // one fixed-order sum of the partials (a second kernel, or the last block to finish).
     while (atomicAdd(&tickets[1], 0u) != chunk) { }      // wait until chunk - 1 has added its part
     __threadfence();
     float total = chunk == 0 ? 0.f : *(volatile float*)out;

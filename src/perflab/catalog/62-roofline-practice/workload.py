@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.puzzles.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel, view
 
 M, K, N = 4096, 1024, 4096           # the GEMM and the [M, N] activations
 ITEMS, DIM = 256 * 1024, 512         # the embedding table E [ITEMS, DIM] fp32 (512 MB)

@@ -12,8 +12,8 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -
 """
 from __future__ import annotations
 
-from perflab.puzzles.cuda_kernels import kernel
-from perflab.puzzles.sum_reduction import launch, new_state
+from perflab.workloads.cuda_kernels import kernel
+from perflab.workloads.sum_reduction import launch, new_state
 
 KERNEL_SRC = r"""
 extern "C" __global__ void reduce_sum_tree(const float* __restrict__ x, float* __restrict__ out, long long n) {

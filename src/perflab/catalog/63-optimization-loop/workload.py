@@ -8,13 +8,13 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -
 """
 from __future__ import annotations
 
-from perflab.puzzles.cuda_kernels import kernel
-from perflab.puzzles.sum_reduction import N, THREADS, launch, new_state
+from perflab.workloads.cuda_kernels import kernel
+from perflab.workloads.sum_reduction import N, THREADS, launch, new_state
 
 KERNEL_SRC = r"""
 extern "C" __global__ void reduce_sum_atomic(const float* __restrict__ x, float* __restrict__ out, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) atomicAdd(out, x[i]);                  // every element: one atomic on the same 4 bytes
+  if (i < n) atomicAdd(out, x[i]);                  // TODO: 64 M atomics on one word. Reduce first, add once.
 }
 """
 

@@ -14,10 +14,10 @@ their FLOPs at the measured ceiling: this is where to stop.
 """
 from __future__ import annotations
 
-from perflab.puzzles import catalog, runner
+from perflab.workloads import siblings
 
 # The model, the weights and the requests: this puzzle's workload.py (the slow server), unchanged.
-_w = runner.load_module(catalog.find(catalog.load_catalog([catalog.BUILTIN]), "speed-of-light").file("slow"))
+_w = siblings.load(__file__, "64-speed-of-light")
 setup, forward = _w.setup, _w.forward   # setup(device, seed) -> state; forward(state, x [B, 8192]) -> [B, 8192]
 
 

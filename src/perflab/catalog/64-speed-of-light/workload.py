@@ -11,16 +11,15 @@ Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state
 from __future__ import annotations
 
 import math
-import os
+
+from perflab.workloads import sizes
 
 SIZE = {"requests": 1024, "rows": 32, "dim": 8192, "hidden": 2048}
 SMOKE_SIZE = {"requests": 6, "rows": 4, "dim": 64, "hidden": 16}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def gemm_flop_per_step(size: dict) -> float:

@@ -9,18 +9,11 @@ DistributedDataParallel does the same with its buckets (bucket_cap_mb) and its a
 """
 from __future__ import annotations
 
-import os
-
+from perflab.workloads import siblings
 from perflab.workloads.ranks import rank_and_world
 
-SIZE = {"hidden": 4096, "layers": 8, "batch": 2048}
-SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+_w = siblings.load(__file__, "70-exposed-allreduce")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, _size, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.loss_of
 
 
 def setup(device: str, seed: int) -> dict:
@@ -46,15 +39,6 @@ def setup(device: str, seed: int) -> dict:
         for w in weights:
             w.register_post_accumulate_grad_hook(reduce_now)
     return state
-
-
-def loss_of(state: dict):
-    import torch.nn.functional as F
-
-    h = state["x"]
-    for w in state["weights"]:
-        h = F.gelu(h @ w)
-    return h.float().square().mean()
 
 
 def step(state: dict):

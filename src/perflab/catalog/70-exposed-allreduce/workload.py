@@ -7,14 +7,13 @@ backward has finished, one all-reduce sums the whole bucket across ranks, then i
 world size: every rank ends with the mean gradient.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``step`` returns the flat mean-gradient bucket (``state["out"]``,
 bf16, layer after layer).
 """
 from __future__ import annotations
 
-import os
-
+from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 8, "batch": 2048}
@@ -22,9 +21,7 @@ SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

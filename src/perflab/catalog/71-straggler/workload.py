@@ -7,14 +7,13 @@ also keeps the request log: for each of its requests, one line with the top clas
 confidence, formatted in Python from the probabilities it copies to the host.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``step`` returns the [classes] fp32 totals of the whole batch (the same
 on every rank); ``state["log"]`` holds the log lines of the last step on the last rank.
 """
 from __future__ import annotations
 
-import os
-
+from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 4, "batch": 4096, "classes": 1000}
@@ -22,9 +21,7 @@ SMOKE_SIZE = {"hidden": 64, "layers": 2, "batch": 256, "classes": 10}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

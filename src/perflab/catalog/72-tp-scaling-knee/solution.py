@@ -8,40 +8,11 @@ per step, as before). Tensor parallelism pays only past the knee of the sweep.
 """
 from __future__ import annotations
 
-import os
+from perflab.workloads import siblings
+from perflab.workloads.ranks import graphed
 
-from perflab.workloads.ranks import graphed, rank_and_world
-
-SIZE = {"hidden": 1024, "inner": 4096, "blocks": 8, "per_rank": 4}
-SMOKE_SIZE = {"hidden": 64, "inner": 256, "blocks": 3, "per_rank": 4}
-
-
-def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
-
-
-def build(device: str, seed: int) -> dict:
-    """The full model and this step's requests, the same on every rank (deterministic from seed)."""
-    import torch
-
-    size = _size(device)
-    h, f = size["hidden"], size["inner"]
-    gen = torch.Generator(device).manual_seed(int(seed))
-    blocks = [((torch.randn(h, f, generator=gen, device=device) / h ** 0.5).to(torch.bfloat16),
-               (torch.randn(f, h, generator=gen, device=device) / f ** 0.5).to(torch.bfloat16)) for _ in range(size["blocks"])]
-    rank, world = rank_and_world()
-    x = torch.randn(size["per_rank"] * world, h, generator=gen, device=device).to(device, torch.bfloat16)
-    return {"size": size, "rank": rank, "world": world, "device": str(device), "blocks": blocks, "x": x,
-            "graphs": {}}
-
-
-def rms(x):
-    import torch
-
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + 1e-6)).to(x.dtype)
+_w = siblings.load(__file__, "72-tp-scaling-knee")   # this puzzle's workload.py: what the fix keeps
+SIZE, SMOKE_SIZE, _size, build, rms = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.build, _w.rms
 
 
 def setup(device: str, seed: int) -> dict:

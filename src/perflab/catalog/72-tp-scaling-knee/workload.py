@@ -12,13 +12,12 @@ step: what remains is GPU time.
 batch-size sweep at 1 and N GPUs that scripts/record_artifacts.py records into artifacts/sweep.json).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank (then without CUDA graphs on the CPU).
 """
 from __future__ import annotations
 
-import os
-
+from perflab.workloads import sizes
 from perflab.workloads.ranks import graphed, rank_and_world
 
 SIZE = {"hidden": 1024, "inner": 4096, "blocks": 8, "per_rank": 4}
@@ -27,9 +26,7 @@ SWEEP_BATCHES = [2 ** i for i in range(15)]   # 1 .. 16384 requests per call
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def build(device: str, seed: int) -> dict:

@@ -7,14 +7,13 @@ then multiply. After the last layer, one small all-reduce adds up the batch's pe
 sums across ranks (a monitoring statistic).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> (y, totals)``.
-Runs under torchrun (perflab.puzzles.distributed: NCCL on GPUs, gloo on the CPU) and, without a
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
 process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), ``totals`` the
 [hidden] fp32 sums over every rank's batch.
 """
 from __future__ import annotations
 
-import os
-
+from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 16, "batch": 3072}
@@ -22,9 +21,7 @@ SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}
 
 
 def _size(device: str) -> dict:
-    if str(device).startswith("cpu") or os.environ.get("PERFLAB_SMOKE", "0") != "0":
-        return dict(SMOKE_SIZE)
-    return dict(SIZE)
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
 
 
 def setup(device: str, seed: int) -> dict:

@@ -375,16 +375,7 @@ def _sol_words(ctx: Context) -> str:
 def _gemm_roof(ctx: Context) -> dict | None:
     """GEMM TFLOP/s against the ceilings saved beside the trace (a recording's folder, such as a puzzle's
     artifacts/ceilings.json), else the ones `perflab bench` saved on this machine."""
-    from pathlib import Path
-
     from perflab.analysis.gemm_roof import gemm_vs_ceiling
-    from perflab.errors import PerflabError
-    from perflab.toolkit.bench import CEILINGS_FILE, load_ceilings
+    from perflab.analysis.saved_ceilings import measured_beside
 
-    trace_path = ctx.trace.meta.get("path")
-    beside = Path(trace_path).parent / CEILINGS_FILE if trace_path else None
-    try:
-        ceilings = load_ceilings(beside if beside is not None and beside.is_file() else None)
-    except PerflabError:  # a broken ceilings file must not break the diagnosis: compare with nothing
-        ceilings = None
-    return gemm_vs_ceiling(ctx.trace, ctx.windows, ceilings)
+    return gemm_vs_ceiling(ctx.trace, ctx.windows, measured_beside(ctx.trace.meta.get("path")))

@@ -1,19 +1,23 @@
 """`perflab bench`: the machine's ceilings (bandwidths, matmul rates, latencies), saved with a manifest.
 
-`run_bench(quick)` measures; `save_ceilings` / `load_ceilings` keep them in
-`perflab.paths.user_data_dir()/ceilings.json`, where the roofline finds them.
+`run_bench(quick)` measures; `save_ceilings` / `load_ceilings` (analysis/saved_ceilings.py) keep them in
+`perflab.paths.user_data_dir()/ceilings.json`, where the roofline and the doctor find them.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable
 
-from perflab.errors import NeedsGPU, PerflabError
+from perflab.errors import NeedsGPU
 
-SCHEMA = "perflab.ceilings/1"
-CEILINGS_FILE = "ceilings.json"
+from perflab.analysis.saved_ceilings import (  # noqa: F401 (where the ceilings are kept: bench's API too)
+    CEILINGS_FILE,
+    SCHEMA,
+    ceilings_path,
+    load_ceilings,
+    save_ceilings,
+)
 
 
 def require_gpu() -> None:
@@ -94,32 +98,6 @@ def _clocks_now() -> dict | None:
     from perflab.toolkit.bench.manifest import nvml_facts
 
     return nvml_facts().get("clocks_mhz")
-
-
-def ceilings_path() -> Path:
-    from perflab.paths import user_data_dir
-
-    return user_data_dir() / CEILINGS_FILE
-
-
-def save_ceilings(data: dict, path: Path | None = None) -> Path:
-    path = path or ceilings_path()
-    path.write_text(json.dumps(data, indent=2, sort_keys=False))
-    return path
-
-
-def load_ceilings(path: Path | None = None) -> dict | None:
-    """The saved ceilings, or None when none were measured; a corrupt file is an error."""
-    path = path or ceilings_path()
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise PerflabError(f"{path} is not a readable ceilings file ({exc}); rerun `perflab bench`") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("results"), dict):
-        raise PerflabError(f"{path} is not a perflab ceilings file (schema {SCHEMA}); rerun `perflab bench`")
-    return data
 
 
 def table_rows(data: dict) -> list[tuple[str, str, str]]:
