@@ -6,6 +6,7 @@ the extra metrics the doctor's rules and the roofline need, filtered against wha
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass

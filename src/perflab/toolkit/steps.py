@@ -275,7 +275,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def bootstrap(config: dict[str, Any]) -> None:
     """Set up step detection and profiling in this (target) process; see perflab.toolkit.profile."""
-    from perflab.toolkit.memory_record import memory_stats
+    from perflab.toolkit.allocator_stats import memory_stats
     from perflab.toolkit.profile import Session, trace_path
 
     out = Path(config["out"])
