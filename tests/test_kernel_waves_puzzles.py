@@ -182,6 +182,11 @@ def test_tile_quantization_is_measured_from_tensor_work_even_without_a_tile_in_t
         "tile_quantization", name="my_kernel", full_name="my_kernel",
         nvtx=[f"gemm M=384 N=384 K=4096 batch={round(executed / (2 * 384 * 384 * 4096))}"]))
     assert "tile-quantization" not in [f.id for f in exact.findings]
+    # ... even when the kernel's name claims a tile that would pad (a name that outlived a change of config)
+    lying = diagnose_profile(_fixture_profile(
+        "tile_quantization", name="gemm_bf16_mma_tile256x256", full_name="gemm_bf16_mma_tile256x256",
+        nvtx=[f"gemm M=384 N=384 K=4096 batch={round(executed / (2 * 384 * 384 * 4096))}"]))
+    assert "tile-quantization" not in [f.id for f in lying.findings]
     # a range that does not describe this kernel (more useful work than it executed) is not read as waste
     other = diagnose_profile(_fixture_profile("tile_quantization", name="my_kernel", full_name="my_kernel",
                                               nvtx=["gemm M=8192 N=8192 K=8192"]))

@@ -44,10 +44,11 @@ def setup(device: str, seed: int) -> dict:
     a[:, :M] = f1
     b[:, :N] = f2
     c = torch.empty(BATCH, mp, np_, device=device)
-    src = KERNEL_TEMPLATE.format(tm=TILE_M, tn=TILE_N, wm=WARPS_M, wn=WARPS_N, name=kernel_name())
+    name = kernel_name(TILE_M, TILE_N)   # this config's tile, not the workload's
+    src = KERNEL_TEMPLATE.format(tm=TILE_M, tn=TILE_N, wm=WARPS_M, wn=WARPS_N, name=name)
     return {"f1": f1, "f2": f2, "out": c, "mp": mp, "np": np_,
             "args": (view(a.view(torch.int16)), view(b.view(torch.int16)), view(c)),
-            "kernel": kernel(src, kernel_name())}
+            "kernel": kernel(src, name)}
 
 
 def step(state: dict):

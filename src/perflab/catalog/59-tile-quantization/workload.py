@@ -22,7 +22,7 @@ BATCH, M, N, K = 2304, 144, 144, 256
 
 # The tile config: the library default.
 # TODO: how much of each tile is padding for M = N = 144, and what does that cost? (ncu: the tile-quantization
-# finding, executed tensor work against the useful 2*M*N*K*batch) Keep the kernel name built by kernel_name().
+# finding, executed tensor work against the useful 2*M*N*K*batch) Keep the kernel name built by kernel_name(TILE_M, TILE_N).
 TILE_M, TILE_N, WARPS_M, WARPS_N = 128, 128, 4, 2     # 8 warps of 32 x 64
 
 KERNEL_TEMPLATE = r"""
@@ -84,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(WM * WN * 32) {name}(const unsigned
 """
 
 
-def kernel_name() -> str:
-    return f"gemm_bf16_mma_tile{TILE_M}x{TILE_N}"
+def kernel_name(tile_m: int, tile_n: int) -> str:
+    return f"gemm_bf16_mma_tile{tile_m}x{tile_n}"
 
 
 def padded(n: int, tile: int) -> int:
@@ -120,10 +120,10 @@ def setup(device: str, seed: int) -> dict:
     a[:, :M] = f1
     b[:, :N] = f2
     c = torch.empty(BATCH, mp, np_, device=device)
-    src = KERNEL_TEMPLATE.format(tm=TILE_M, tn=TILE_N, wm=WARPS_M, wn=WARPS_N, name=kernel_name())
+    src = KERNEL_TEMPLATE.format(tm=TILE_M, tn=TILE_N, wm=WARPS_M, wn=WARPS_N, name=kernel_name(TILE_M, TILE_N))
     return {"f1": f1, "f2": f2, "out": c, "mp": mp, "np": np_,
             "args": (view(a.view(torch.int16)), view(b.view(torch.int16)), view(c)),
-            "kernel": kernel(src, kernel_name())}
+            "kernel": kernel(src, kernel_name(TILE_M, TILE_N))}
 
 
 def step(state: dict):

@@ -183,12 +183,17 @@ def tile_quantization(ctx: KernelContext) -> Finding | None:
             measured = max(0.0, 1 - useful / executed)
             ev.update({"executed_tensor_flops": executed, "useful_flops": useful,
                        "measured_wasted_work_pct": 100 * measured})
-    # the counters decide, unless they disagree with the tile in the name (a range naming another GEMM)
-    best = measured if measured is not None and (waste is None or abs(measured - waste) < 0.1) else waste
+    # The counters decide. A kernel that executed the range's useful work and no more pads nothing, whatever
+    # tile its name claims (a name can outlive a change of config). Where the counters exceed the range's work
+    # but disagree with the name's tile, the range may describe another GEMM: the name's tile decides.
+    if measured is not None and measured < 0.05:
+        return None
+    use_counters = measured is not None and (waste is None or abs(measured - waste) < 0.1)
+    best = measured if use_counters else waste
     if best is None or best < 0.1:
         return None
     how = (f"{m}x{n} on {tile[0]}x{tile[1]} tiles" if tile else f"{m}x{n}") + (
-        f": {100 * measured:.0f} % of the executed tensor-core work is padding" if measured is not None
+        f": {100 * measured:.0f} % of the executed tensor-core work is padding" if use_counters
         else f": {100 * waste:.0f} % of the computed tile area is padding")
     return make(ctx, "tile-quantization", 100 * best, ev,
                 "Pick sizes that are multiples of the tile (pad M/N up front, batch small GEMMs together) or "
