@@ -74,7 +74,7 @@ def test_occupancy_tail_and_tile_puzzles_plant_what_they_say():
     assert 32 < regs and regs * tail.THREADS <= 65536  # more than half the register file: one block per SM
     tile, tile_fix = _variant("tile-quantization", "slow"), _variant("tile-quantization", "solution")
     state = tile.setup("cuda", 1)
-    assert (state["mp"], state["np"]) == (256, 256) and tile.kernel_name() == "gemm_bf16_mma_tile128x128"
+    assert (state["mp"], state["np"]) == (256, 256) and state["kernel"].name == "gemm_bf16_mma_tile128x128"
     del state
     fixed = tile_fix.setup("cuda", 1)
-    assert (fixed["mp"], fixed["np"]) == (144, 144) and tile_fix.kernel_name() == "gemm_bf16_mma_tile48x48"
+    assert (fixed["mp"], fixed["np"]) == (144, 144) and fixed["kernel"].name == "gemm_bf16_mma_tile48x48"
