@@ -73,7 +73,7 @@ class LocalMemory:
     l1_bytes: float | None               # local sectors at L1 x 32
     l2_bytes: float | None               # local sectors that missed L1 (went to L2 and beyond) x 32
     instruction_share_pct: float | None  # of global + shared + local memory instructions
-    l1_share_pct: float | None           # of the global + local sectors at L1
+    l1_share_pct: float | None           # of the global + local sectors and shared wavefronts at L1
     l2_share_pct: float | None           # of the sectors the SMs sent to L2
 
     @property
@@ -104,6 +104,9 @@ def local_memory(k: KernelProfile) -> LocalMemory:
                        "smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
     glob = _sum(k, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
                 "l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum")
+    shared = k.get("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum")
+    if glob is not None and shared is not None:
+        glob += shared   # shared memory runs on the same L1 data pipe: a TMA GEMM's operands show up only here
     to_l2 = k.get("lts__t_sectors_srcunit_tex.sum")
     share = lambda part, rest: 100 * part / (part + rest) if part is not None and rest is not None and part + rest > 0 else None
     return LocalMemory(instructions=instr, spill_instructions=spills, l1_bytes=_times(l1, SECTOR),
