@@ -1,7 +1,7 @@
 """walk: stage 1, after the system-level fix (the launches).
 
 The epilogue runs over the whole [4096, 4096] tensor at once: ~10 kernels per step instead of ~10 per
-block of 4 rows, and the GPU no longer waits for Python to launch them. Walked again, the top of the report
+block of 16 rows, and the GPU no longer waits for Python to launch them. Walked again, the top of the report
 is a kernel: the fp32 matmul runs on the FP32 SIMT path (FFMA), far below the tensor cores' roof.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> y`` ([4096, 4096] fp32).

@@ -2,8 +2,8 @@
 
 A feed-forward projection and its epilogue: y = epilogue(x @ w) for x [4096, 4096] and w [4096, 4096] in
 fp32, where the epilogue is bias, the tanh approximation of GELU, a per-channel scale and a residual. The
-epilogue was written for rows that arrive a few at a time, so it still runs over row blocks of 4: a Python
-loop of 1024 blocks, each a handful of tiny tensor ops, every one its own kernel launch. The matmul runs
+epilogue was written for rows that arrive a few at a time, so it still runs over row blocks of 16: a Python
+loop of 256 blocks, each a handful of tiny tensor ops, every one its own kernel launch. The matmul runs
 in full fp32 (`torch.set_float32_matmul_precision("highest")`), the epilogue one tensor op at a time.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> y`` ([4096, 4096] fp32).
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from perflab.workloads import siblings, sizes
 
-SIZE = {"rows": 4096, "dim": 4096, "block": 4}
+SIZE = {"rows": 4096, "dim": 4096, "block": 16}
 SMOKE_SIZE = {"rows": 64, "dim": 32, "block": 4}
 
 
