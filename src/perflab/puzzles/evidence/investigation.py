@@ -2,7 +2,7 @@
 
 Recording walks every recorded variant (slow, the stages, solution) top-down with toolkit.investigate, the
 program being evidence/marked_steps.py on the variant's file, and ships each folder whole as
-`<variant>.investigation/` (investigation.json, the level-1 trace, each ncu run's raw-page CSV and log). Replay
+`<variant>.investigation/` (investigation.json, the level-1 trace, each ncu run's raw-page CSV and log; not the .ncu-rep itself). Replay
 reads a folder back with doctor.investigation.build, the way `perflab doctor FOLDER` does. The fix check stays
 the trace's (evidence/trace.py): the walk is what the learner runs, the level-1 trace what decides.
 """
@@ -33,6 +33,8 @@ def investigate_variant(source: Path, out: Path, device: str) -> Path:
     cmd = [sys.executable, "-m", TARGET, str(Path(source).resolve()), "--device", device,
            "--steps", str(STEPS + WARMUP + 2)]
     Walk(cmd, out, opts).run()
+    for rep in out.glob("*.ncu-rep"):   # ~10-20 MB each; the raw-page CSV beside it is what the report reads
+        rep.unlink()
     return out
 
 
