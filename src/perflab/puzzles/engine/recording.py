@@ -129,8 +129,11 @@ def record(puzzle: Puzzle, dest: Path, device: str, workdir: Path, command: str,
     dest.mkdir(parents=True, exist_ok=True)
     for variant in replay.recorded_variants(puzzle):
         _copy_trace(workdir / variant, dest, variant)
-    for path in ship:
-        shutil.copyfile(path, dest / path.name)
+    for path in ship:  # a file, or a folder a tool writes whole (an investigation)
+        if Path(path).is_dir():
+            shutil.copytree(path, dest / path.name, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(path, dest / path.name)
     runner.write_json(dest / "measurements.json", measurements(v, rec.profiled))
     manifest = kinds.first(puzzle, "manifest", puzzle, command, device) or runner.environment(command, device)
     runner.write_json(dest / "manifest.json", manifest)
