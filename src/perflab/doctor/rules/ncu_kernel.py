@@ -87,12 +87,22 @@ def bank_conflicts(ctx: KernelContext) -> Finding | None:
         excess, how = conflicts / waves, "l1tex bank conflicts / shared wavefronts"
     if excess < 0.2 or ctx.l1_pct < 20:
         return None
-    return make(ctx, "bank-conflicts", 100 * excess * ctx.l1_pct / 100,
-                {"excess_wavefront_pct": 100 * excess, "measured_by": how, "l1_throughput_pct": ctx.l1_pct,
-                 "shared_wavefronts": wf, "shared_wavefronts_ideal": ideal},
+    # Without the replays L1/shared does (1 - excess) of its work; the busiest other unit then may set the pace.
+    others = {n: v for n, v in {**ctx.units.memory, **ctx.units.compute}.items() if n != "L1/shared"}
+    nxt, npct = max(others.items(), key=lambda kv: (kv[1] + (0.0 if kv[0] == "SM" else 1.0))) if others else (None, 0.0)
+    l1 = ctx.l1_pct
+    bound = 100 * (1 - max(l1 * (1 - excess), npct) / l1)
+    share = excess * l1
+    gain = min(share, bound)
+    if gain < 3:
+        return None   # another unit is as busy as L1 would be without the replays: they cost no time
+    paced = f"; without them {nxt}, at {npct:.0f} % of peak, would set the pace" if nxt and bound < 0.8 * share else ""
+    return make(ctx, "bank-conflicts", gain,
+                {"excess_wavefront_pct": 100 * excess, "measured_by": how, "l1_throughput_pct": l1,
+                 "shared_wavefronts": wf, "shared_wavefronts_ideal": ideal, "next_unit": nxt, "next_unit_pct": npct},
                 "Pad shared arrays by one word per row (tile[32][33]) or swizzle the index so that a warp's "
                 "lanes fall in different banks; for 16-byte accesses pad by 16 bytes.",
-                f"{100 * excess:.0f} % of shared-memory wavefronts are bank-conflict replays")
+                f"{100 * excess:.0f} % of shared-memory wavefronts are bank-conflict replays{paced}")
 
 
 @kernel_rule
