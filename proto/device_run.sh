@@ -5,7 +5,6 @@
 #         outputs checked with torch.allclose) -> OUTDIR/NAME.timing.json
 # ncu:    one launch of each variant's main kernel under Nsight Compute (clock control off, --set full,
 #         the doctor's extra metrics) -> OUTDIR/art/NAME.VARIANT.ncu-rep.gz
-# traces: torch.profiler traces of persistent_kernel slow/fast -> OUTDIR/art/persistent_kernel.VARIANT.trace.json.gz
 set -u
 OUT=${1:?usage: device_run.sh OUTDIR [phases]}
 shift
@@ -43,7 +42,7 @@ EOF
 }
 
 timing() {
-  for p in sfu_contention async_copy_pipeline persistent_kernel warp_specialization zero_copy; do
+  for p in sfu_contention async_copy_pipeline warp_specialization zero_copy; do
     [[ $p =~ $ONLY ]] || continue
     [ "$(left 90)" -lt 15 ] && { log "skip timing $p: out of time"; continue; }
     log "timing $p"
@@ -77,19 +76,6 @@ ncu_all() {
   ncu_one warp_specialization matmul_tma fast
   ncu_one zero_copy standardize_sum slow
   ncu_one zero_copy standardize_sum fast
-  ncu_one persistent_kernel segment_softmax slow
-  ncu_one persistent_kernel segment_softmax fast
-}
-
-traces() {
-  [[ persistent_kernel =~ $ONLY ]] || return
-  for v in slow fast; do   # slow: 3 steps (8192 launches each), fast: 10
-    [ "$(left 60)" -lt 15 ] && { log "skip trace $v: out of time"; continue; }
-    log "trace persistent_kernel $v"
-    timeout "$(left 60)" python3 "$HERE/persistent_kernel.py" --trace "$OUT/art/persistent_kernel.$v.trace.json" "$v" \
-      "$([ $v = slow ] && echo 3 || echo 10)" \
-      && gzip -f "$OUT/art/persistent_kernel.$v.trace.json"
-  done
 }
 
 manifest "$PHASES"
@@ -97,7 +83,6 @@ for phase in $PHASES; do
   case $phase in
     timing) timing ;;
     ncu) ncu_all ;;
-    traces) traces ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 ART = Path(__file__).resolve().parent / "artifacts"
-EVIDENCE = {"persistent_kernel": "trace.json.gz"}   # default: ncu-rep.gz
+EVIDENCE: dict[str, str] = {}   # prototype -> evidence suffix; default: ncu-rep.gz
 
 
 def top_finding(path: Path) -> str:

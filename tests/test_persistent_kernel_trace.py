@@ -1,9 +1,9 @@
 """One small kernel launched per work item is launch overhead, and the doctor's fix names the persistent
 kernel beside CUDA graphs; the persistent kernel's own trace is healthy (issue 20, persistent-kernel).
 
-Recorded: proto/persistent_kernel.py on the H100 (proto/artifacts/persistent_kernel): a softmax over each of
-8192 ragged segments, one Triton launch per segment (`slow`, 3 profiled steps of 8192 launches) or one
-persistent launch looping over them (`fast`, 10 steps).
+Recorded: the persistent-kernel puzzle on the H100 (catalog/04-persistent-kernel/artifacts): a softmax over
+each of 8192 ragged segments, one Triton launch per segment (`slow`) or one persistent launch looping over them
+(`solution`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from perflab.doctor import diagnose
 
-RECORDED = Path(__file__).resolve().parents[1] / "proto" / "artifacts" / "persistent_kernel"
+RECORDED = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog" / "04-persistent-kernel" / "artifacts"
 
 
 def recorded(variant: str):
@@ -31,6 +31,6 @@ def test_one_launch_per_segment_is_launch_overhead_and_the_fix_names_a_persisten
 
 
 def test_the_persistent_launch_keeps_the_gpu_busy():
-    report = recorded("fast")
+    report = recorded("solution")
     assert report.findings[0].id == "healthy"
     assert all(f.severity in ("info", "low") for f in report.findings)
