@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 
-SIZE = {"seq": 384, "dim": 64, "heads": 4, "layers": 2, "max_dist": 128, "pool": 4}
+SIZE = {"seq": 256, "dim": 64, "heads": 4, "layers": 2, "max_dist": 128, "pool": 4}
 SMOKE_SIZE = {"seq": 96, "dim": 32, "heads": 2, "layers": 2, "max_dist": 32, "pool": 4}
 
 
