@@ -13,7 +13,8 @@ LAYERS = (
     ("perflab.analysis",),
     ("perflab.trace",),
 )
-BASE = ("perflab.errors", "perflab.paths", "perflab.outputs", "perflab.history", "perflab.workloads")   # below every layer
+BASE = ("perflab.errors", "perflab.paths", "perflab.outputs", "perflab.history", "perflab.process_group",
+        "perflab.workloads")   # below every layer
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import datetime as dt
 import os
 import platform
 import re
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -60,34 +59,15 @@ def run_bounded(cmd: Sequence[str], env: dict[str, str], *, log: Path, timeout_s
     """Run `cmd` with its output in `log`; (exit status, timed out). The command gets its own process group, so
     at the time limit (or Ctrl-C) it is stopped whole: SIGINT (a Python program then runs its exit handlers, which
     save what was recorded), SIGTERM 10 s later, SIGKILL 5 s after that."""
+    from perflab.process_group import INTERRUPT_FIRST, run_group
+
     with open(log, "ab") as fh:
         try:
-            proc = subprocess.Popen(list(cmd), env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            rc, timed_out = run_group(cmd, timeout=timeout_s, steps=INTERRUPT_FIRST, env=env, stdout=fh,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise PerflabError(f"cannot run {cmd[0]!r}: {exc.strerror or exc}") from None
-        try:
-            rc = proc.wait(timeout=timeout_s)
-            return (128 - rc if rc < 0 else rc), False
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            return 124, True
-        except KeyboardInterrupt:
-            _stop(proc)
-            raise
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    return (128 - rc if rc < 0 else rc), timed_out
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:

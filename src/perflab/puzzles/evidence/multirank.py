@@ -93,25 +93,9 @@ def launch(job: dict[str, Any], folder: Path, world: int, *, timeout: float | No
 
 def _run_group(cmd: list[str], log: Any, env: dict[str, str], timeout: float) -> int:
     """Run torchrun in its own process group; past the timeout, stop it and its workers (124)."""
-    import signal
+    from perflab.process_group import TERMINATE_FIRST, run_group
 
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
-        for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return 124
+    return run_group(cmd, timeout=timeout, steps=TERMINATE_FIRST, stdout=log, stderr=subprocess.STDOUT, env=env)[0]
 
 
 def _job(puzzle: Puzzle, device: str, **fields: Any) -> dict[str, Any]:
