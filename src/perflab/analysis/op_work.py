@@ -209,10 +209,8 @@ def _orphans(trace: Trace, rows: np.ndarray, unmodelled: dict) -> None:
     if not rows.size:
         return
     by = launch_of(trace)[rows]
-    graph_names = {i for i, n in enumerate(trace.names) if "GraphLaunch" in n}
     replay = np.zeros(rows.size, dtype=bool)
-    if graph_names:
-        replay[by >= 0] = np.isin(trace.name[by[by >= 0]], list(graph_names))
+    replay[by >= 0] = trace.name_table_mask(lambda n: "GraphLaunch" in n)[by[by >= 0]]
     for why, mask in (("graph_replay", replay), ("no_op", ~replay)):
         _sum_by_name(trace, rows[mask], trace.dur[rows[mask]], unmodelled, why)
 

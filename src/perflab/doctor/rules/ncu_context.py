@@ -104,6 +104,19 @@ def severity_for(gain: float) -> str:
     return "high" if gain >= 30 else "medium" if gain >= 10 else "low" if gain >= 3 else "info"
 
 
+ISSUE = ("sm__issue_active.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_elapsed")
+
+
+def next_busiest(ctx: KernelContext, unit: str) -> tuple[str | None, float]:
+    """The busiest resource beside `unit` (another pipe, a memory unit or the issue slots; not the SM aggregate,
+    which holds `unit` itself): what would set the pace once `unit`'s extra work were gone."""
+    rest = {n: v for n, v in {**ctx.units.memory, **ctx.units.compute}.items() if n not in (unit, "SM")}
+    issue = ctx.m(*ISSUE)
+    if issue is not None:
+        rest["issue slots"] = issue
+    return max(rest.items(), key=lambda kv: kv[1]) if rest else (None, 0.0)
+
+
 def sol_gap_pct(busiest: float) -> float:
     """The kernel time a unit at `busiest` % of peak would save at the practical ceiling."""
     return 100 * max(0.0, 1 - busiest / PRACTICAL_PCT)

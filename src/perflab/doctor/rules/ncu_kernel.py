@@ -13,7 +13,7 @@ import math
 
 from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import GEMM_NAME, KernelContext, kernel_rule, make, ratio
+from perflab.doctor.rules.ncu_context import GEMM_NAME, KernelContext, kernel_rule, make, next_busiest, ratio
 
 
 def global_excess(ctx: KernelContext) -> tuple[float | None, str]:
@@ -88,8 +88,7 @@ def bank_conflicts(ctx: KernelContext) -> Finding | None:
     if excess < 0.2 or ctx.l1_pct < 20:
         return None
     # Without the replays L1/shared does (1 - excess) of its work; the busiest other unit then may set the pace.
-    others = {n: v for n, v in {**ctx.units.memory, **ctx.units.compute}.items() if n != "L1/shared"}
-    nxt, npct = max(others.items(), key=lambda kv: (kv[1] + (0.0 if kv[0] == "SM" else 1.0))) if others else (None, 0.0)
+    nxt, npct = next_busiest(ctx, "L1/shared")
     l1 = ctx.l1_pct
     bound = 100 * (1 - max(l1 * (1 - excess), npct) / l1)
     share = excess * l1

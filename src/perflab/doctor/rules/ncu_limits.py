@@ -19,7 +19,7 @@ from perflab.analysis.ncu_sol import MEMORY_WAITS
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules import ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
 from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, BUSY_PCT, PRACTICAL_PCT, RECORD_FULL, RULES,
-                                              KernelContext, make, sol_gap_pct)
+                                              ISSUE, KernelContext, make, next_busiest, sol_gap_pct)
 
 BANDWIDTH_SHARE = 20.0   # DRAM under this while warps wait on memory: the loads are latency, not bandwidth
 
@@ -50,7 +50,6 @@ def _roofline_evidence(ctx: KernelContext) -> dict:
 
 
 XU = "XU pipe"
-ISSUE = ("sm__issue_active.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_elapsed")
 
 
 def sfu_bound(ctx: KernelContext, ev: dict) -> Finding | None:
@@ -62,11 +61,8 @@ def sfu_bound(ctx: KernelContext, ev: dict) -> Finding | None:
     xu = ctx.units.compute.get(XU)
     if xu is None or xu < AT_ROOF_PCT or xu < ctx.units.busiest_compute[1] - 1.0:
         return None
-    rest = {n: v for n, v in {**ctx.units.memory, **ctx.units.compute}.items() if n not in (XU, "SM")}
+    nxt, npct = next_busiest(ctx, XU)
     issue = ctx.m(*ISSUE)
-    if issue is not None:
-        rest["issue slots"] = issue
-    nxt, npct = max(rest.items(), key=lambda kv: kv[1]) if rest else (None, 0.0)
     gain = 100 * (1 - npct / xu)
     if gain < 3:
         return None  # another resource is as busy: balanced, at its roof
