@@ -107,8 +107,14 @@ def test_torchrun_two_cpu_ranks_write_two_traces(tmp_path):
     out = tmp_path / "o"
     (out).mkdir()
     (out / "rank7.trace.json.gz").write_text("stale, from an earlier run")
-    proc = perflab("profile", "--steps", "2", "--warmup", "1", "--out", str(out), "--force", "--",
-                   "torchrun", "--standalone", "--nproc-per-node", "2", str(s))
+    for _attempt in range(3):
+        proc = perflab("profile", "--steps", "2", "--warmup", "1", "--out", str(out), "--force", "--",
+                       "torchrun", "--standalone", "--nproc-per-node", "2", str(s))
+        # Gloo's teardown can abort a CPU rank at exit, after its trace is written (seen once in CI
+        # in ~1,500 runs: "terminate called without an active exception", SIGABRT): torch's, not ours,
+        # so that one signature alone is run again; any other failure fails at once.
+        if proc.returncode == 0 or "terminate called without an active exception" not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["rank0.trace.json.gz", "rank1.trace.json.gz"]
     for rank in (0, 1):
