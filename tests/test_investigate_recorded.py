@@ -141,3 +141,21 @@ def test_doctor_folder_prints_it_and_writes_the_page(tmp_path, capsys):
     assert "no-tensor-cores" in page and "--launch-skip 8 --launch-count 1" in page
     rc, out, _ = cli_run(capsys, "doctor", str(folder), "--json")
     assert json.loads(out)["schema"] == "perflab.investigation/1"
+
+
+WALK = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog" / "65-walk" / "artifacts"
+
+
+@pytest.mark.parametrize("variant, level, scope", [("slow", 1, "system"), ("stage1", 2, "kernel"),
+                                                   ("stage2", 1, "kernel"), ("solution", 2, "healthy")])
+def test_the_walk_headline_moves_and_stops_where_little_is_left(variant, level, scope):
+    """The walk puzzle's four H100 walks: the headline moves system -> kernel -> kernel; on the solution the best
+    any level offers is a ~3 % bank-conflict gain in cuBLAS's GEMM, which is not a place to 'act first'."""
+    from perflab.doctor.investigation import build
+
+    h = build(WALK / f"{variant}.investigation").to_dict()["headline"]
+    assert (h["level"], h["scope"]) == (level, scope), h
+    if scope == "healthy":
+        assert h["gain_pct"] < 5 and h["text"].startswith("Nothing big left") and "bank-conflict" in h["text"]
+    else:
+        assert h["gain_pct"] >= 10

@@ -203,7 +203,19 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
     if not cands:
         text_ = "Nothing to fix at any level: " + (l1.get("top_line") or "no evidence")
         return {"level": 1, "scope": "healthy", "text": text_, "gain_pct": 0.0, "gain_unit": "", "kernel": None}
-    best = min(cands)[3]
+    rank, *_, best = min(cands)
+    if rank >= SEVERITY_ORDER["low"]:  # the best a level offers is a few per cent: say that, not "act on"
+        head = headline_of(best, l1, l2, l3, f1, k, f3)
+        gain = head["gain_pct"]
+        where = head["text"].rstrip(".")
+        return {"level": head["level"], "scope": "healthy", "gain_pct": gain, "gain_unit": head["gain_unit"],
+                "kernel": head["kernel"],
+                "text": f"Nothing big left at any level; the largest gain: {where}."}
+    return headline_of(best, l1, l2, l3, f1, k, f3)
+
+
+def headline_of(best: int, l1: dict, l2: dict, l3: dict, f1: dict | None, k: dict | None,
+                f3: dict | None) -> dict[str, Any]:
     if best == 1:
         scope = "kernel" if f1["level"] == "kernel" else f1["level"]
         return _head(1, scope, f1, k if scope == "kernel" else None, l1)
