@@ -20,7 +20,9 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))   # perflab, from this tree
 import _common  # noqa: E402
+from perflab.workloads.tile_order import grouped_tile  # noqa: E402  (the GEMM puzzles' tile order, one copy)
 
 NAME = "matmul_tma"
 VARIANTS = ("slow", "fast", "slow_s4", "fast_s4", "slow_n128", "fast_n128", "cublas")
@@ -37,14 +39,7 @@ BM, BK, GROUP = 128, 64, 8
 @triton.jit
 def matmul_tma(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                GROUP: tl.constexpr, WS: tl.constexpr, STAGES: tl.constexpr):
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    in_group = GROUP * num_n
-    first_m = (pid // in_group) * GROUP
-    group_m = min(num_m - first_m, GROUP)
-    pid_m = first_m + (pid % in_group) % group_m
-    pid_n = (pid % in_group) // group_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP)
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
     acc = tl.zeros((BM, BN), dtype=tl.float32)

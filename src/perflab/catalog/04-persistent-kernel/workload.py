@@ -15,16 +15,7 @@ normalized scores, packed like the input: [total] fp32).
 from __future__ import annotations
 
 from perflab.workloads import sizes
-
-try:
-    import triton
-    import triton.language as tl
-    jit = triton.jit
-except ImportError:          # no Triton here (a CPU-only machine): the kernels are never called
-    triton = tl = None
-
-    def jit(fn=None, **_):
-        return fn if fn is not None else (lambda f: f)
+from perflab.workloads.triton_optional import jit, tl, triton   # stand-ins where Triton is absent
 
 SIZE = {"segments": 8192, "min_len": 64, "max_len": 16384}
 SMOKE_SIZE = {"segments": 24, "min_len": 4, "max_len": 300}

@@ -100,25 +100,52 @@ def low_occupancy(ctx: KernelContext) -> Finding | None:
     busiest = ctx.busiest_pct
     if occ.achieved_pct is None or occ.achieved_pct >= 25 or busiest >= BUSY_PCT or grid_too_small(ctx):
         return None
+    copies = synchronous_operand_loads(ctx)
+    if copies is not None:
+        return unpipelined_operand_loads(ctx, copies)
     why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"
     theo = f", theoretical {occ.theoretical_pct:.0f} %" if occ.theoretical_pct is not None else ""
     fix = (f"Raise resident warps: {LIMITER_FIX.get(why, 'more resident warps')}; or more independent work per "
            "thread (unrolled loads) to keep more bytes in flight with the warps there are.")
-    copies = synchronous_operand_loads(ctx)
-    if copies is not None:
-        fix = ("Overlap the operand loads with the MMAs instead of adding warps: stage the next K-tiles in shared "
-               "memory with asynchronous copies (cp.async or TMA) two to four stages deep (Triton num_stages >= 3, "
-               "a CUTLASS multistage mainloop). A tensor-core GEMM keeps its tensor cores busy at this occupancy "
-               "once its warps no longer wait for each tile.")
     return make(ctx, "low-occupancy", 100 * (1 - busiest / AT_ROOF_PCT) * (1 - occ.achieved_pct / 50),
-                {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric, "async_copy_instructions": copies,
+                {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric,
                  "blocks_per_sm_limit": ctx.launch.blocks_per_sm, "registers_per_thread": ctx.k.registers,
                  "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes, "block": ctx.k.block,
                  "grid_blocks": ctx.launch.grid_blocks, "busiest_unit_pct": busiest, **ctx.stall_evidence()},
                 fix,
                 f"{occ.achieved_pct:.1f} % of warp slots occupied{theo} (limited by {why}), every unit under "
-                f"{max(busiest, 1):.0f} %" + ("; its matrix operands arrive by synchronous loads (no cp.async, no "
-                                             "TMA) that its warps wait on" if copies is not None else ""))
+                f"{max(busiest, 1):.0f} %")
+
+
+def unpipelined_operand_loads(ctx: KernelContext, copies: float) -> Finding:
+    """A tensor-core GEMM at low occupancy whose warps wait on operands loaded synchronously. Its occupancy is
+    the design (big register tiles, one or two blocks per SM), not the cause: such a GEMM hides memory latency
+    with copies in flight while its MMAs run, and with no asynchronous copy nothing is in flight, so each tile's
+    load latency lands on the tensor cores. `latency-bound` (no unit near its ceiling, warps stall on memory
+    latency), with the pipelining fix; more warps would need fewer registers, i.e. smaller tiles."""
+    occ, st = ctx.occupancy, ctx.stalls
+    unit, busiest = ctx.units.busiest
+    top = st.top(3)
+    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+    blocks = ctx.launch.blocks_per_sm
+    per_sm = f"{blocks} block{'s' if blocks != 1 else ''} per SM, " if blocks else ""
+    why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"
+    return make(ctx, "latency-bound", sol_gap_pct(busiest),
+                {"async_copy_instructions": copies, **ctx.stall_evidence(), "busiest_unit": unit,
+                 "busiest_unit_pct": busiest, "tensor_pipe_pct": ctx.units.compute.get("tensor pipe"),
+                 **_occupancy_evidence(ctx), "limited_by": occ.limit_metric, "blocks_per_sm_limit": blocks,
+                 "registers_per_thread": ctx.k.registers, "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes,
+                 "block": ctx.k.block, "grid_blocks": ctx.launch.grid_blocks},
+                "Overlap the operand loads with the MMAs: stage the next K-tiles in shared memory with asynchronous "
+                "copies (cp.async or TMA) two to four stages deep (Triton num_stages >= 3, a CUTLASS multistage "
+                "mainloop). Keep the occupancy: a tensor-core GEMM keeps its tensor cores busy at one block per "
+                "SM once its warps no longer wait for each tile, and more warps would cost the registers that "
+                "hold its tile.",
+                f"warps stall on {stall_text} ({top[0].reason}: {top[0].meaning}) waiting for matrix operands "
+                f"that arrive by synchronous loads (no cp.async, no TMA instruction): nothing is in flight while "
+                f"the MMAs run; no unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak); "
+                f"{occ.achieved_pct:.1f} % of warp slots occupied ({per_sm}limited by {why}) is what a "
+                f"register-tiled tensor-core GEMM runs at, not the cause")
 
 
 def synchronous_operand_loads(ctx: KernelContext) -> float | None:
