@@ -54,6 +54,8 @@ EXTRA_METRICS = (
     "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
     "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
     "lts__t_sectors_op_atom.sum", "lts__t_sectors_op_red.sum",
+    "sm__inst_executed_pipe_xu.sum",                           # the XU rule: MUFU share of the instructions
+    "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum",  # host-memory reads, L2 hits included
 )
 
 @dataclass
