@@ -41,7 +41,7 @@ def empty_cache(build: synthetic.TraceBuilder, free_us: float, *, drain: bool = 
 def layers_with_empty_cache(malloc_us: float = 4.0, free_us: float = 2.0, steps: int = 4, blocks: int = 12,
                             kernels: int = 3, kernel_us: float = 15.0, free: str = "cudaFree") -> synthetic.TraceBuilder:
     """Blocks of `kernels` ops the host queues ahead of the GPU, then empty_cache(); the first op of the next
-    block waits for cudaMalloc (the cache is empty)."""
+    block waits for cudaMalloc (the cache is empty). `free=""`, `malloc_us=0`: the same loop with the cache kept."""
     build = synthetic.TraceBuilder()
     for n in range(steps):
         with build.step(n):
@@ -49,7 +49,8 @@ def layers_with_empty_cache(malloc_us: float = 4.0, free_us: float = 2.0, steps:
                 layer(build, kernel_us, malloc_us)
                 for _ in range(kernels - 1):
                     layer(build, kernel_us, 0.0)
-                empty_cache(build, free_us, name=free)
+                if free:
+                    empty_cache(build, free_us, name=free)
     return build
 
 
