@@ -17,7 +17,7 @@ import numpy as np
 
 from perflab.analysis.intervals import Coverage
 from perflab.analysis.windows import Windows, per_windows
-from perflab.trace.model import CPU_OP, RUNTIME, Trace
+from perflab.trace.model import CPU_OP, RUNTIME, Trace, distinct
 
 _ALLOCATOR = re.compile(
     r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed|Pitch|3D|Array|FromPoolAsync|AsyncFromPool)?(_v\d+|_ptsz)*$|"
@@ -47,6 +47,31 @@ def allocator_time(trace: Trace, tid: int) -> Coverage:
         rows = rows[trace.tid[rows] == tid]
         cache[tid] = Coverage(trace.ts[rows], trace.end[rows])
     return cache[tid]
+
+
+def drained_by_free(trace: Trace, gs: np.ndarray, tids: np.ndarray, next_launch: np.ndarray,
+                    tolerance_us: float = 2.0) -> np.ndarray:
+    """Per gap: did the GPU run out of work while its launching thread (`tids`) was inside a free (cudaFree, cuMemFree,
+    hipFree, cuMemUnmap/Release), with the next work (`next_launch`: when it was launched) only after it returned?
+
+    Such a free waits for the device to finish before it releases the memory: it drains the queue as a
+    synchronization does. When it returns the host has no lead left, and the GPU idles until the host has
+    dispatched and launched again: that restart is the price of the free.
+    """
+    out = np.zeros(gs.size, dtype=bool)
+    rows = allocator_rows(trace)
+    rows = rows[[FREE.search(trace.name_of(r)) is not None for r in rows.tolist()]] if rows.size else rows
+    if rows.size == 0 or gs.size == 0:
+        return out
+    for tid in distinct(tids).tolist():
+        mine = rows[trace.tid[rows] == tid]
+        if mine.size == 0:
+            continue
+        on = np.flatnonzero(tids == tid)
+        j = np.searchsorted(trace.ts[mine], gs[on] + tolerance_us, side="right") - 1
+        end = trace.end[mine[np.maximum(j, 0)]]
+        out[on] = (j >= 0) & (end >= gs[on] - tolerance_us) & (next_launch[on] >= end - tolerance_us)
+    return out
 
 
 def _allocator_calls(trace: Trace, windows: Windows) -> dict:

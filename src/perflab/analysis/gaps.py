@@ -21,7 +21,8 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   host inside torch.profiler's own frames (prof.step(): the measurement, not the workload).
 - host/launch also: the call that issues the next op started before the gap and was still running for
   most of it: the host is slow inside that call (a long one is host work, a short one launching).
-- alloc: the host was inside device allocator calls (cudaMalloc, cudaFree, ...: analysis.allocator).
+- alloc: the host was inside device allocator calls (cudaMalloc, cudaFree, ...: analysis.allocator), or the GPU
+  ran dry inside a free and the gap is the host's short restart after it (a cudaFree drains the device first).
 - wait: the host was blocked in a wait for something other than the GPU (a queue, a poll for requests,
   another process: analysis.waits): the GPU had no work to do, the host did not compute.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.allocator import allocator_time
+from perflab.analysis.allocator import allocator_time, drained_by_free
 from perflab.analysis.gap_examples import copy_idle_by_direction, examples
 from perflab.analysis.gap_model import (ALLOC, CAUSES, COPY, HOST, INPUT, LAUNCH, OTHER, QUEUED, SYNC, WAIT,
                                         GapAnalysis, merge_parts)
@@ -147,6 +148,8 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     # is the price of the round trip, not of launching; so is sending a small tensor back.
     episode = _sync_episodes(trace, rows, busy_s, gs, ge, blocking["call"] >= 0)
     cause[episode & (cause == LAUNCH)] = SYNC
+    # So is the restart after a free that drained the GPU (cudaFree waits for the device to finish first).
+    cause[waiting_for_host & (cause == LAUNCH) & drained_by_free(trace, gs, host_tids, known_launch)] = ALLOC
     small = (call_copy < 0) | (np.nan_to_num(trace.nbytes[np.maximum(call_copy, 0)], nan=0.0) <= SMALL_COPY_BYTES)
     cause[episode & (cause == COPY) & small] = SYNC
     # Host work we can see (CPU ops that launch nothing, loading data, staging a copy) is its own
