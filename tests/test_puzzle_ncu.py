@@ -296,6 +296,36 @@ def test_fix_check_judges_the_planted_finding_on_the_fix_s_ncu_report(fake_ncu, 
     assert ("bank-conflicts (high)" in r.evidence.found) is not passes
 
 
+def test_planted_in_says_which_evidence_judges_the_fix(ncu_puzzle):
+    assert ncu_puzzle.check.planted_in == "ncu"   # the default where tools name ncu
+    src = ncu_puzzle.source
+    src.write_text(NCU_TOML.replace("[check]\n", '[check]\nplanted_in = "trace"\n'))
+    assert spec.load(src).check.planted_in == "trace"
+    for bad in (NCU_TOML.replace("[check]\n", '[check]\nplanted_in = "nsys"\n'),
+                NCU_TOML.replace('tools = ["torch-profiler", "ncu"]', 'tools = ["torch-profiler"]')
+                        .replace("[check]\n", '[check]\nplanted_in = "ncu"\n')):
+        src.write_text(bad)
+        with pytest.raises(spec.SpecError, match=r"field 'check.planted_in' must be trace, or ncu where tools name ncu"):
+            spec.load(src)
+    src.write_text(NCU_TOML.replace('tools = ["torch-profiler", "ncu"]', 'tools = ["torch-profiler"]'))
+    assert spec.load(src).check.planted_in == "trace"
+
+
+def test_a_trace_planted_finding_is_judged_on_the_re_profiled_trace_not_by_ncu(fake_ncu, ncu_puzzle, tmp_path):
+    # the fix's ncu report would still hold bank-conflicts (high): with planted_in = "trace" it is not asked
+    from perflab.puzzles.engine import checker
+
+    log, report = fake_ncu
+    report("bank_conflicts")
+    ncu_puzzle.source.write_text(NCU_TOML.replace("[check]\n", '[check]\nplanted_in = "trace"\n'))
+    puzzle = spec.load(ncu_puzzle.source)
+    phases = []
+    r = checker.check(puzzle, puzzle.file("solution"), tmp_path / "chk", device="cpu", seed=3, on_phase=phases.append)
+    assert r.correctness.ok and r.speed.passed and r.passed, r.to_dict()
+    assert "ncu" not in phases and not log.exists()
+    assert r.evidence.trace.endswith(".trace.json.gz") and r.evidence.planted == "bank-conflicts"
+
+
 def test_slow_starter_skips_the_ncu_run(fake_ncu, ncu_puzzle, tmp_path):
     from perflab.puzzles.engine import checker
 
@@ -346,14 +376,16 @@ def test_shipped_kernel_puzzle_recording_answers_its_questions(puzzle):
         assert computed.value is not None
         if q.type != "text":
             assert questions.grade(q, str(computed.value), computed).correct, q.key
-        if q.analysis == "ncu_top_id" and q.args.get("variant", "slow") == "slow":  # a stage has its own top
-            assert computed.value == puzzle.check.planted, (q.key, computed.evidence)
+        judged_by_ncu = puzzle.check.planted_in == "ncu"   # else the trace's finding: test_puzzle_catalog.py
+        if judged_by_ncu and q.analysis == "ncu_top_id" and q.args.get("variant", "slow") == "slow":
+            assert computed.value == puzzle.check.planted, (q.key, computed.evidence)   # a stage has its own top
     from perflab.puzzles.questions import ncu as questions_ncu
 
-    slow = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "slow").findings}
-    fixed = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "solution").findings}
-    assert slow.get(puzzle.check.planted) in ("high", "medium"), slow
-    assert fixed.get(puzzle.check.planted) not in ("high", "medium"), fixed
+    if puzzle.check.planted_in == "ncu":
+        slow = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "slow").findings}
+        fixed = {f.id: f.severity for f in questions_ncu.ncu_report(ev, "solution").findings}
+        assert slow.get(puzzle.check.planted) in ("high", "medium"), slow
+        assert fixed.get(puzzle.check.planted) not in ("high", "medium"), fixed
     assert ev.measurements()["speedup"]["ci_low"] >= puzzle.check.speedup
     size = sum(f.stat().st_size for f in puzzle.artifacts.iterdir())
     assert size < 0.75e6 * len(replay.recorded_variants(puzzle)), f"artifacts of {puzzle.id} take {size} bytes"

@@ -13,12 +13,13 @@ its roof, as a share of the step.
 """
 from __future__ import annotations
 
-import re
+import numpy as np
 
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
+from perflab.trace.model import KERNEL
 
 ATTAINABLE = 0.8        # a well-written kernel reaches about this share of its roof
 FAR_BELOW_PCT = 50.0    # an op under this share of its roof is far from its speed of light
@@ -191,14 +192,16 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
     )
 
 
-def ncu_command(ctx: Context, g) -> str:
-    """The `perflab ncu` call that profiles this op's kernel (ncu matches the function name by default)."""
-    base = re.sub(r"^(void\s+)?", "", g.kernel).split("(")[0].split("<")[0].rsplit("::", 1)[-1].strip()
-    first = g.rows[0] if g.rows else g.first_kernel_row
-    same = (ctx.trace.name == ctx.trace.name[first]) & (ctx.trace.ts < ctx.trace.ts[first])
-    skip = int(same.sum())
-    return (f"perflab ncu --kernel '{re.escape(base) or '.'}' --launch-skip {skip} --launch-count 1 "
-            "-- python YOUR_SCRIPT.py")
+def ncu_command(ctx: Context, g) -> str | None:
+    """The `perflab ncu` call that profiles this op's longest kernel in a steady step (analysis/ncu_plan.py: ncu's
+    filter on the function name, the launches before it counted from the program's start); None for a copy."""
+    from perflab.analysis.ncu_plan import launch_plan, steady_launch
+
+    trace = ctx.trace
+    rows = np.asarray([r for r in g.rows if trace.kind[r] == KERNEL and trace.name_of(r) == g.kernel], dtype=np.int64)
+    if not rows.size:
+        return None   # memcpy / memset rows: Nsight Compute profiles kernels only
+    return launch_plan(trace, steady_launch(trace, rows)).perflab_command(None)
 
 
 def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
@@ -237,11 +240,13 @@ def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
                        "to run.")
             fix = ("Give each launch more parallel work: batch the small ops together (larger batch, grouped GEMMs, "
                    "torch.compile to fuse them), split the work finer (more, smaller blocks; split-K), or run "
-                   f"independent ops side by side on streams. To confirm on the kernel: {cmd}")
+                   "independent ops side by side on streams." + (f" To confirm on the kernel: {cmd}" if cmd else ""))
         else:
             summary = (f"{len(items)} op(s) run far below their speed of light and the trace cannot say why: {where}.")
             fix = (f"Profile the kernel with Nsight Compute to see which unit holds it back: {cmd} "
-                   "(then `perflab doctor` on the report).")
+                   "(then `perflab doctor` on the report)." if cmd else
+                   "The op is a device copy, not a kernel, so Nsight Compute cannot profile it: check whether the "
+                   "copy is needed at all.")
         out += _finding(fid, ctx.share(gap * ctx.n_steps), summary,
                         {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms,
                          "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source},

@@ -24,6 +24,7 @@ ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 STAGE_RE = re.compile(r"^stage[0-9]+$")   # `stages`: intermediate fixes between slow and solution (<stage>.py)
 DEFAULT_NUMBER_TOLERANCE = 0.1
 CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead")
+PLANTED_IN = ("trace", "ncu")   # the evidence the fix check reads the planted finding from
 
 
 class SpecError(PerflabError):
@@ -67,6 +68,7 @@ class CheckConfig:
     metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory puzzles: memory_evidence.py)
     reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
     max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/evidence/overhead.py)
+    planted_in: str = "trace"        # "ncu": the fix's Nsight Compute report (the default where tools name ncu)
 
 
 @dataclass(frozen=True)
@@ -245,14 +247,15 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     taxonomy = f.strings("taxonomy", TAXONOMY_IDS)
     if not taxonomy:
         raise f.fail("taxonomy", "must name at least one taxonomy id (the first is the planted one)")
-    check = _check(f.table("check"), taxonomy)
+    tools = f.strings("tools", TOOLS)
+    check = _check(f.table("check"), taxonomy, "ncu" in tools)
     stages = _stages(f)
     puzzle = Puzzle(
         id=pid, title=f.text("title"), level=f.int_in("level", 1, 4), order=f.int_in("order", 0, 10**6),
         story=f.text("story"), question=f.text("question"), look_at=f.text("look_at"),
         folder=source.parent, source=source,
         prerequisites=f.strings("prerequisites"), seeds=f.strings("seeds"), taxonomy=taxonomy,
-        tools=f.strings("tools", TOOLS), hints=f.strings("hints"),
+        tools=tools, hints=f.strings("hints"),
         requirements=_requirements(f.table("requirements")), profile=_profile(f.table("profile")),
         check=check, questions=_questions(f, stages), ncu=_ncu(f.table("ncu")),
         timers=_timers(f.table("timers")), energy=_energy(f.table("energy")), stages=stages,
@@ -329,8 +332,9 @@ def _ncu(t: _Fields) -> NcuConfig:
                      warmup=t.int_in("warmup", 0, 100, 2), nvtx=t.get("nvtx", bool, False))
 
 
-def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
-    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction", "max_overhead_pct"})
+def _check(t: _Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
+    t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction", "max_overhead_pct",
+                      "planted_in"})
     planted = t.get("planted", str, taxonomy[0])
     if planted not in TAXONOMY_IDS:
         raise t.fail("planted", f"{planted!r} is not a taxonomy id")
@@ -343,9 +347,12 @@ def _check(t: _Fields, taxonomy: tuple[str, ...]) -> CheckConfig:
     reduction = t.number("reduction", 1.0)
     if reduction < 1.0:
         raise t.fail("reduction", "must be >= 1.0 (the slow/fixed memory ratio the fix must reach)")
+    planted_in = t.get("planted_in", str, "ncu" if ncu else "trace")
+    if planted_in not in PLANTED_IN or (planted_in == "ncu" and not ncu):
+        raise t.fail("planted_in", "must be trace, or ncu where tools name ncu (the evidence that judges the fix)")
     return CheckConfig(speedup=speedup, planted=planted, rtol=t.number("rtol", None), atol=t.number("atol", None),
                        reps=t.int_in("reps", 5, 10_000, 30), metric=metric, reduction=reduction,
-                       max_overhead_pct=t.number("max_overhead_pct", 10.0))
+                       max_overhead_pct=t.number("max_overhead_pct", 10.0), planted_in=planted_in)
 
 
 def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:

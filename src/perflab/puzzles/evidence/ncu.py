@@ -8,7 +8,9 @@ setup, `[ncu] warmup` unprofiled steps, then one step between cudaProfilerStart/
 
 The fix check of such a puzzle re-profiles the fix the same way: the planted finding must be gone
 from the doctor's ncu report (not high or medium), as for torch-profiler puzzles it must be gone
-from the trace.
+from the trace. A puzzle whose planted finding is a trace finding that the ncu reports explain
+(`[check] planted_in = "trace"`, e.g. below-roof) records them as evidence only; its fix is judged
+by the re-profiled trace.
 """
 from __future__ import annotations
 
@@ -179,6 +181,8 @@ class Ncu(Kind):
         return out
 
     def confirm(self, chk: Checking) -> Any:
+        if chk.puzzle.check.planted_in != "ncu":   # a trace finding whose cause ncu shows: the re-profile judges
+            return None
         chk.phase("ncu")
         return planted_evidence(chk.puzzle, chk.fix_path, chk.out_dir, device=chk.device, seed=chk.seed)
 
