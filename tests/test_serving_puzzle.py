@@ -159,6 +159,8 @@ def test_the_puzzles_numbers_follow_from_its_sizes():
     assert (c["static_forwards"], c["continuous_forwards"], c["tokens"], c["longest"]) == (1079, 439, 3421, 256)
     live = c["tokens"] - c["requests"]
     assert round(100 * (1 - live / (16 * c["static_decode_forwards"]))) == 79
+    spread = [max(b) / statistics.median(b) for b in (w.lengths(w.SIZE)[i:i + 16] for i in range(0, 96, 16))]
+    assert 3 <= min(spread) and max(spread) < 21                          # "3 to 20 times the batch's median"
     ratios = [sa.forward_counts(serving.output_lengths(96, 8, 256, s), 16)["ratio"] for s in range(10)]
     assert min(ratios) < c["ratio"] < max(ratios) and abs(c["ratio"] - statistics.median(ratios)) < 0.05
     cfg = dict(getattr(llama, w.SIZE["model"]), layers=w.SIZE["layers"])
