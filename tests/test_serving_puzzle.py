@@ -121,6 +121,19 @@ def test_the_engine_refuses_schedules_that_lose_requests():
                 engine.decode()
 
 
+def test_the_engines_forwards_read_nothing_back_to_the_host():
+    """On the meta device every op that needs a tensor's values on the host (.item(), nonzero, a boolean
+    mask) fails: the prefill and decode forwards that the engine captures as CUDA graphs have none."""
+    model = llama.build(dict(llama.LLAMA_3_2_1B, layers=1, vocab=512, intermediate=256), "cpu", 0, batch=16,
+                        max_seq=96).to("meta")
+    prompts = torch.zeros(20, 32, dtype=torch.long, device="meta")
+    engine = serving.Engine(model, prompts, [8] * 20, 16, graphs=False)
+    with torch.no_grad():
+        engine.prefill(3, 5)
+        engine.decode()
+    assert engine.forwards == 2 and engine.generated[3] == 2
+
+
 # -- analysis/serving.py ------------------------------------------------------------------------------
 def hand_log():
     """2 slots: prefill r0 (ends 1 ms), prefill r1 (2), decode with both live (3), decode with r1 only (4)."""
