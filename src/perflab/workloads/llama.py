@@ -74,16 +74,42 @@ def build(cfg: dict, device: str, seed: int, *, batch: int = 1, max_seq: int = 6
 
         def forward(self, x, cos, sin, pos, mask):
             b, t, _ = x.shape
-            h = self.attn_norm(x)
-            q = self.wq(h).view(b, t, nh, hd).transpose(1, 2)
-            k = self.wk(h).view(b, t, nkv, hd).transpose(1, 2)
-            v = self.wv(h).view(b, t, nkv, hd).transpose(1, 2)
-            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            q, k, v = self.qkv(x, cos, sin)
             self.k_cache[:b, :, pos:pos + t] = k
             self.v_cache[:b, :, pos:pos + t] = v
             keys = self.k_cache[:b].repeat_interleave(nh // nkv, dim=1)
             values = self.v_cache[:b].repeat_interleave(nh // nkv, dim=1)
             a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            return self.rest(x, a)
+
+        def forward_slots(self, x, cos, sin, slots, positions, mask):
+            """x [b, t, hidden] of the requests in cache slots `slots` ([b] long; None: slots 0..b-1), each row at
+            its own `positions` [b, t] (long); mask [b, 1, t, max_seq]. Tensors, not ints, so one CUDA graph
+            serves every step whatever point of its generation each slot is at."""
+            b, t, _ = x.shape
+            q, k, v = self.qkv(x, cos, sin)
+            rows = (torch.arange(b, device=x.device) if slots is None else slots)[:, None].expand(b, t)
+            self.k_cache[rows, :, positions] = k.transpose(1, 2)
+            self.v_cache[rows, :, positions] = v.transpose(1, 2)
+            keys = self.k_cache[:b] if slots is None else self.k_cache[slots]
+            values = self.v_cache[:b] if slots is None else self.v_cache[slots]
+            g = nh // nkv  # query heads i*g .. i*g+g-1 share KV head i (the pairing repeat_interleave makes), so
+            # they attend as g*t query rows of that head: the same attention without copying the cache g times
+            a = F.scaled_dot_product_attention(q.reshape(b, nkv, g * t, hd), keys, values,
+                                               attn_mask=mask.repeat(1, 1, g, 1))
+            return self.rest(x, a.reshape(b, nh, t, hd))
+
+        def qkv(self, x, cos, sin):
+            b, t, _ = x.shape
+            h = self.attn_norm(x)
+            q = self.wq(h).view(b, t, nh, hd).transpose(1, 2)
+            k = self.wk(h).view(b, t, nkv, hd).transpose(1, 2)
+            v = self.wv(h).view(b, t, nkv, hd).transpose(1, 2)
+            return rope(q, cos, sin), rope(k, cos, sin), v
+
+        def rest(self, x, a):
+            """The attention output a [b, heads, t, head_dim] through wo, the residual and the MLP."""
+            b, _, t, _ = a.shape
             x = x + self.wo(a.transpose(1, 2).reshape(b, t, nh * hd))
             h = self.mlp_norm(x)
             return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
@@ -117,6 +143,18 @@ def build(cfg: dict, device: str, seed: int, *, batch: int = 1, max_seq: int = 6
             x = self.embed(tokens)
             for layer in self.layers:
                 x = layer(x, cos, sin, pos, mask)
+            return self.lm_head(self.norm(x[:, -1]))
+
+        def forward_slots(self, tokens, positions, slots=None):
+            """tokens [b, t] of the requests in KV-cache slots `slots` ([b] long; None: slots 0..b-1), at
+            `positions` [b, t] (long, each row its own) -> logits of each row's last position [b, vocab].
+            What a serving engine runs: every slot of the batch at a different point of its generation."""
+            cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
+            kpos = torch.arange(self.max_seq, device=tokens.device)
+            mask = (kpos <= positions[..., None])[:, None]   # [b, 1, t, max_seq]: causal, per row
+            x = self.embed(tokens)
+            for layer in self.layers:
+                x = layer.forward_slots(x, cos, sin, slots, positions, mask)
             return self.lm_head(self.norm(x[:, -1]))
 
     with torch.no_grad():
@@ -171,15 +209,21 @@ def capture_decode(model: Any, tokens: Any, pos: int, pool: Any = None) -> tuple
     """Capture one forward pass as a CUDA graph (what torch.compile(mode="reduce-overhead") and serving
     engines do for decode): warm-up on a side stream, then capture. Returns (graph, static output);
     replay with graph.replay() after writing new inputs into `tokens`."""
+    return capture(lambda: model(tokens, pos), pool)
+
+
+def capture(fn: Callable[[], Any], pool: Any = None) -> tuple[Any, Any]:
+    """Capture `fn()` (GPU work on tensors it holds) as a CUDA graph: two warm-up calls on a side stream,
+    then the capture. Returns (graph, what fn returned: the static output)."""
     import torch
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side), torch.no_grad():
         for _ in range(2):
-            model(tokens, pos)
+            fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph, pool=pool):
-        out = model(tokens, pos)
+        out = fn()
     return graph, out

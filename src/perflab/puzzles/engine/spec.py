@@ -17,7 +17,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune", "py-spy", "profilers", "diff", "investigate")
+TOOLS = ("torch-profiler", "ncu", "memory", "nvml", "autotune", "py-spy", "profilers", "diff", "investigate",
+         "serving")
 QUESTION_TYPES = ("taxonomy", "number", "text", "choice")
 VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "starter.py"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
