@@ -181,4 +181,4 @@ def main(mod: Any, argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit("run a prototype, e.g. python3 proto/sfu_contention.py")
+    sys.exit("run a prototype, e.g. python3 proto/warp_specialization.py")

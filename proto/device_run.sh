@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record the five prototypes on the GPU machine, from the folder that holds proto/:
+# Record the prototypes still here (the others became catalog puzzles: proto/README.md) on the GPU machine, from the folder that holds proto/:
 #   bash proto/device_run.sh OUTDIR [timing] [traces] [ncu]      (default: all three, in that order)
 # timing: every prototype's size sweep (CUDA events, median of 30 after 5 warm-ups, variants interleaved,
 #         outputs checked with torch.allclose) -> OUTDIR/NAME.timing.json
@@ -42,7 +42,7 @@ EOF
 }
 
 timing() {
-  for p in sfu_contention async_copy_pipeline warp_specialization zero_copy; do
+  for p in warp_specialization; do
     [[ $p =~ $ONLY ]] || continue
     [ "$(left 90)" -lt 15 ] && { log "skip timing $p: out of time"; continue; }
     log "timing $p"
@@ -67,15 +67,8 @@ ncu_one() {  # prototype kernel-regex variant
 }
 
 ncu_all() {
-  ncu_one sfu_contention pair_potential slow
-  ncu_one sfu_contention pair_potential fast
-  ncu_one sfu_contention pair_potential precise
-  ncu_one async_copy_pipeline matmul_pipelined slow
-  ncu_one async_copy_pipeline matmul_pipelined fast
   ncu_one warp_specialization matmul_tma slow
   ncu_one warp_specialization matmul_tma fast
-  ncu_one zero_copy standardize_sum slow
-  ncu_one zero_copy standardize_sum fast
 }
 
 manifest "$PHASES"

@@ -2,7 +2,7 @@
 told to pipeline its loads; its low occupancy is what such a GEMM runs at, not the finding (issue 20,
 async-copy-pipeline).
 
-Recorded: proto/async_copy_pipeline.py on the H100 (proto/artifacts/async_copy_pipeline), one Triton bf16
+Recorded: puzzle 67-async-copy-pipeline on the H100 (its artifacts), one Triton bf16
 GEMM (128x256x64 tiles, 8 warps, one block per SM either way) with num_stages=1 (`slow`: ld.global then
 st.shared before every wgmma, warps on long_scoreboard) and num_stages=3 (`fast`: LDGSTS three stages deep,
 1.9x faster at the same 12.5 % occupancy). Before the pipelining fix was added, `slow` was told to raise
@@ -11,7 +11,7 @@ occupancy by cutting registers: the one change that the fix does not make; after
 """
 from __future__ import annotations
 
-from test_ncu_fixtures import profile, proto_path, proto_report
+from test_ncu_fixtures import profile, puzzle_path, puzzle_report
 from test_ncu_limiters import edited
 from perflab.doctor.ncu import diagnose_profile
 from perflab.trace.ncu import KernelProfile, NcuProfile, load
@@ -20,7 +20,7 @@ LDGSTS, TMA_LD = "smsp__inst_executed_op_ldgsts.sum", "smsp__inst_executed_op_tm
 
 
 def test_recorded_unpipelined_gemm_is_latency_bound_and_told_to_overlap_its_loads():
-    report = proto_report("async_copy_pipeline", "slow")
+    report = puzzle_report("67-async-copy-pipeline", "slow")
     top = report.findings[0]
     assert top.id == "latency-bound" and top.severity in ("medium", "high")
     assert "low-occupancy" not in [f.id for f in report.findings]
@@ -37,7 +37,7 @@ def test_recorded_unpipelined_gemm_is_latency_bound_and_told_to_overlap_its_load
 
 
 def test_recorded_pipelined_gemm_has_no_latency_or_occupancy_finding():
-    report = proto_report("async_copy_pipeline", "fast")
+    report = puzzle_report("67-async-copy-pipeline", "solution")
     assert not {"latency-bound", "low-occupancy"} & {f.id for f in report.findings}
     assert all(f.severity in ("info", "low", "medium") for f in report.findings)
 
@@ -52,7 +52,7 @@ def test_a_kernel_that_is_no_matmul_keeps_the_occupancy_advice():
 
 
 def test_a_report_without_the_copy_counters_cannot_tell_and_keeps_the_occupancy_advice():
-    k = load(proto_path("async_copy_pipeline", "slow")).kernels[0]
+    k = load(puzzle_path("67-async-copy-pipeline", "slow")).kernels[0]
     m = {n: v for n, v in k.metrics.items() if n not in (LDGSTS, TMA_LD)}
     report = diagnose_profile(NcuProfile(path="slow without copy counters", source="rep",
                                          kernels=[KernelProfile(0, k.name, k.full_name, m, dict(k.units))]))

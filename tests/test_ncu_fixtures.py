@@ -48,20 +48,21 @@ def has_ncu_report() -> bool:
     return load_ncu_report_module() is not None
 
 
-def proto_path(prototype: str, variant: str) -> Path:
-    """A prototype's recording (proto/artifacts/PROTOTYPE/VARIANT.ncu-rep.gz, made on the H100 by
-    proto/device_run.sh); skips where it or the ncu_report module is not here."""
-    path = ROOT / "proto" / "artifacts" / prototype / f"{variant}.ncu-rep.gz"
-    if not path.exists() or not has_ncu_report():
-        pytest.skip(f"{path} or the ncu_report module is not here")
+def puzzle_path(puzzle: str, variant: str) -> Path:
+    """A catalog puzzle's H100 recording (src/perflab/catalog/PUZZLE/artifacts/VARIANT.ncu-rep.gz, made by
+    scripts/record_artifacts.py); skips where the ncu_report module is not here. A missing file fails."""
+    path = ROOT / "src" / "perflab" / "catalog" / puzzle / "artifacts" / f"{variant}.ncu-rep.gz"
+    assert path.exists(), path
+    if not has_ncu_report():
+        pytest.skip("the ncu_report module is not here")
     return path
 
 
-def proto_report(prototype: str, variant: str):
-    """The doctor's report of a prototype's recording (see proto_path)."""
+def puzzle_report(puzzle: str, variant: str):
+    """The doctor's report of a puzzle's recording (see puzzle_path)."""
     from perflab.doctor.ncu import diagnose_ncu
 
-    return diagnose_ncu(proto_path(prototype, variant))
+    return diagnose_ncu(puzzle_path(puzzle, variant))
 
 
 @lru_cache(maxsize=None)

@@ -2,7 +2,7 @@
 managed memory) is memory-bound on the PCIe link when the link's time for those bytes is most of the
 kernel's, whatever its DRAM and L2 say (issue 20, zero-copy).
 
-The recorded cases are proto/zero_copy.py on the H100 (proto/artifacts/zero_copy): one pass summing 256 MB
+The recorded cases are puzzle 05-zero-copy on the H100 (its artifacts): one pass summing 256 MB
 that lives in pinned host memory (`slow`: read through the mapped pointer, 5.3 ms, DRAM at 0 %) and the same
 kernel on a device copy (`fast`: DRAM at 89 %). On the head before this rule `slow` was latency-bound
 ("no unit near its ceiling, warps stall on long_scoreboard"), which sends its reader after bytes in flight.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_ncu_fixtures import proto_report
+from test_ncu_fixtures import puzzle_report
 from test_ncu_limiters import edited
 from perflab.doctor.ncu import diagnose_profile
 
@@ -33,7 +33,7 @@ def host_reader(host_share: float, link_pct: float, *, link_known: bool = True):
 
 
 def recorded(variant: str):
-    return proto_report("zero_copy", variant)
+    return puzzle_report("05-zero-copy", {"fast": "solution"}.get(variant, variant))
 
 
 def test_a_kernel_whose_reads_come_over_the_pcie_link_is_bound_by_the_link():

@@ -1,7 +1,7 @@
 """A kernel held by the special-function unit (XU pipe, an eighth of the FMA pipe's rate) is compute-bound
 on the XU pipe with a gain up to the next busiest resource, never `healthy` (issue 20, sfu-contention).
 
-The recorded cases are proto/sfu_contention.py on the H100 (proto/artifacts/sfu_contention): `slow` sums
+The recorded cases are puzzle 66-sfu-contention on the H100 (its artifacts; `precise` by the prototype): `slow` sums
 K=128 Gaussians with one ex2.approx (MUFU.EX2) per term, `fast` the same sum with 3 exps per 16 terms
 and products on the FMA pipe (1.9x faster), `precise` libm's expf (more FMA instructions, the same one
 MUFU each). On the head before this rule all three were `healthy, at the SM roof`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_ncu_fixtures import proto_report
+from test_ncu_fixtures import puzzle_report
 from test_ncu_limiters import edited
 from perflab.doctor.ncu import diagnose_profile
 
@@ -29,7 +29,7 @@ def sfu_kernel(xu: float, fma: float, issue: float):
 
 
 def recorded(variant: str):
-    return proto_report("sfu_contention", variant)
+    return puzzle_report("66-sfu-contention", {"fast": "solution"}.get(variant, variant))
 
 
 def test_a_kernel_at_the_xu_roof_is_compute_bound_on_the_xu_pipe_not_healthy():
