@@ -11,6 +11,7 @@ from typing import Any
 from perflab.doctor.finding import TAXONOMY_IDS
 from perflab.errors import PerflabError
 from perflab.paths import display_path
+from perflab.puzzles.engine.toml_fields import Fields, SpecError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,10 +27,6 @@ STAGE_RE = re.compile(r"^stage[0-9]+$")   # `stages`: intermediate fixes between
 DEFAULT_NUMBER_TOLERANCE = 0.1
 CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead")
 PLANTED_IN = ("trace", "ncu")   # the evidence the fix check reads the planted finding from
-
-
-class SpecError(PerflabError):
-    """A puzzle.toml that does not follow the schema in docs/CONTRACTS.md."""
 
 
 @dataclass(frozen=True)
@@ -157,74 +154,6 @@ class Puzzle:
         return [q.key for q in self.questions]
 
 
-class _Fields:
-    """Typed access to one TOML table; every failure names the file and the dotted field."""
-
-    def __init__(self, data: dict[str, Any], source: Path, prefix: str = ""):
-        self.data, self.source, self.prefix = data, source, prefix
-
-    def fail(self, name: str, what: str) -> SpecError:
-        return SpecError(f"{display_path(self.source)}: field '{self.prefix}{name}' {what}")
-
-    def reject_unknown(self, allowed: set[str]) -> None:
-        for name in self.data:
-            if name not in allowed:
-                raise self.fail(name, f"is not a known field (known: {', '.join(sorted(allowed))})")
-
-    def get(self, name: str, kind: type | tuple[type, ...], default: Any = ..., what: str = "") -> Any:
-        if name not in self.data:
-            if default is ...:
-                raise self.fail(name, "is missing")
-            return default
-        value = self.data[name]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        # bool is an int in Python; a level of `true` is still a mistake.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise self.fail(name, f"must be {what or _type_words(kinds)}")
-        return value
-
-    def text(self, name: str, default: Any = ...) -> str:
-        value = self.get(name, str, default, "a string")
-        if default is ... and not value.strip():
-            raise self.fail(name, "must not be empty")
-        return value
-
-    def int_in(self, name: str, lo: int, hi: int, default: Any = ...) -> int:
-        value = self.get(name, int, default, f"an int {lo}..{hi}")
-        if not lo <= value <= hi:
-            raise self.fail(name, f"must be an int {lo}..{hi}")
-        return value
-
-    def number(self, name: str, default: Any = ..., positive: bool = True) -> float | None:
-        value = self.get(name, (int, float), default, "a number")
-        if value is not None and positive and value <= 0:
-            raise self.fail(name, "must be a number > 0")
-        return None if value is None else float(value)
-
-    def strings(self, name: str, allowed: Any = None) -> tuple[str, ...]:
-        value = self.get(name, list, [], "a list of strings")
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise self.fail(f"{name}[{i}]", "must be a string")
-            if allowed is not None and item not in allowed:
-                raise self.fail(f"{name}[{i}]", f"{item!r} is not one of {_sample(allowed)}")
-        return tuple(value)
-
-    def table(self, name: str) -> _Fields:
-        return _Fields(self.get(name, dict, {}, "a table"), self.source, f"{self.prefix}{name}.")
-
-
-def _type_words(kinds: tuple[type, ...]) -> str:
-    words = {str: "a string", int: "an int", float: "a number", bool: "true or false",
-             list: "a list", dict: "a table"}
-    return " or ".join(words.get(k, k.__name__) for k in kinds)
-
-
-def _sample(allowed: Any) -> str:
-    items = sorted(allowed)
-    return ", ".join(items) if len(items) <= 8 else ", ".join(items[:8]) + ", ... (see TAXONOMY.md)"
-
-
 def load(path: Path) -> Puzzle:
     """Read and validate one puzzle.toml (its folder holds the workload files)."""
     path = Path(path)
@@ -238,7 +167,7 @@ def load(path: Path) -> Puzzle:
 
 
 def parse(data: dict[str, Any], source: Path) -> Puzzle:
-    f = _Fields(data, source)
+    f = Fields(data, source)
     f.reject_unknown({"id", "title", "level", "order", "prerequisites", "seeds", "taxonomy", "tools", "story",
                       "question", "look_at", "requirements", "profile", "check", "hints", "questions", "ncu",
                       "timers", "energy", "stages", "starter"})
@@ -270,7 +199,7 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     return puzzle
 
 
-def _stages(f: _Fields) -> tuple[str, ...]:
+def _stages(f: Fields) -> tuple[str, ...]:
     """`stages = ["stage1", ...]`: each names <stage>.py beside workload.py (same interface as solution.py)."""
     stages = f.strings("stages")
     for i, name in enumerate(stages):
@@ -283,7 +212,7 @@ def _stages(f: _Fields) -> tuple[str, ...]:
     return stages
 
 
-def _requirements(t: _Fields) -> Requirements:
+def _requirements(t: Fields) -> Requirements:
     t.reject_unknown({"gpu", "min_cc", "gpus", "packages"})
     min_cc = t.get("min_cc", str, "", "a string like \"8.0\"")
     if min_cc and not re.match(r"^\d+\.\d+$", min_cc):
@@ -292,14 +221,14 @@ def _requirements(t: _Fields) -> Requirements:
                         packages=t.strings("packages"))
 
 
-def _profile(t: _Fields) -> ProfileConfig:
+def _profile(t: Fields) -> ProfileConfig:
     t.reject_unknown({"warmup", "steps", "with_stack", "profile_memory"})
     return ProfileConfig(warmup=t.int_in("warmup", 0, 1000, 5), steps=t.int_in("steps", 1, 1000, 10),
                          with_stack=t.get("with_stack", bool, False),
                          profile_memory=t.get("profile_memory", bool, False))
 
 
-def _timers(t: _Fields) -> TimersConfig:
+def _timers(t: Fields) -> TimersConfig:
     t.reject_unknown({"parts", "steps", "warmup"})
     parts = t.strings("parts")
     for i, name in enumerate(parts):
@@ -308,18 +237,18 @@ def _timers(t: _Fields) -> TimersConfig:
     return TimersConfig(parts=parts, steps=t.int_in("steps", 1, 1000, 20), warmup=t.int_in("warmup", 0, 100, 3))
 
 
-def _energy(t: _Fields) -> EnergyConfig:
+def _energy(t: Fields) -> EnergyConfig:
     t.reject_unknown({"items_per_call", "min_time_s", "interval_s"})
     return EnergyConfig(items_per_call=t.int_in("items_per_call", 1, 10**9, 1),
                         min_time_s=t.number("min_time_s", 2.0), interval_s=t.number("interval_s", 0.02))
 
 
-def _starter(t: _Fields) -> StarterConfig:
+def _starter(t: Fields) -> StarterConfig:
     t.reject_unknown({"title", "header"})
     return StarterConfig(title=t.get("title", str, "", "a string"), header=t.get("header", str, "", "a string"))
 
 
-def _ncu(t: _Fields) -> NcuConfig:
+def _ncu(t: Fields) -> NcuConfig:
     t.reject_unknown({"kernel", "launches", "set", "warmup", "nvtx"})
     kernel = t.get("kernel", str, "", "a string (a regex on kernel names)")
     try:
@@ -333,7 +262,7 @@ def _ncu(t: _Fields) -> NcuConfig:
                      warmup=t.int_in("warmup", 0, 100, 2), nvtx=t.get("nvtx", bool, False))
 
 
-def _check(t: _Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
+def _check(t: Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
     t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction", "max_overhead_pct",
                       "planted_in"})
     planted = t.get("planted", str, taxonomy[0])
@@ -356,7 +285,7 @@ def _check(t: _Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
                        max_overhead_pct=t.number("max_overhead_pct", 10.0), planted_in=planted_in)
 
 
-def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:
+def _questions(f: Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:
     from perflab.puzzles.engine.plugins import analyses
 
     ANALYSES = analyses()
@@ -366,7 +295,7 @@ def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             raise f.fail(f"questions[{i}]", "must be a table")
-        q = _Fields(item, f.source, f"questions[{i}].")
+        q = Fields(item, f.source, f"questions[{i}].")
         q.reject_unknown({"key", "prompt", "type", "analysis", "args", "tolerance", "choices"})
         key = q.text("key")
         if not re.match(r"^[a-z0-9_-]+$", key):
@@ -390,7 +319,7 @@ def _questions(f: _Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]
     return tuple(out)
 
 
-def _check_args(q: _Fields, analysis: str, args: dict[str, Any], fn: Any, stages: tuple[str, ...] = ()) -> None:
+def _check_args(q: Fields, analysis: str, args: dict[str, Any], fn: Any, stages: tuple[str, ...] = ()) -> None:
     try:
         inspect.signature(fn).bind(None, **args)
     except TypeError as exc:
