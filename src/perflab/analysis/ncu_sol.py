@@ -242,6 +242,11 @@ class Stalls:
     def top(self, n: int = 3, *, waits_only: bool = True) -> list[Stall]:
         return [s for s in self.reasons if not (waits_only and s.reason in ISSUING)][:n]
 
+    def text(self, n: int = 3) -> str:
+        """The leading waits as "reason pct %", those under 1 % left out (the first always named)."""
+        top = self.top(n)
+        return ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+
     def share(self, *reasons: str) -> float:
         return sum(s.pct for s in self.reasons if s.reason in reasons)
 

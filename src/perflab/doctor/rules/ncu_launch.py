@@ -126,7 +126,7 @@ def unpipelined_operand_loads(ctx: KernelContext, copies: float) -> Finding:
     occ, st = ctx.occupancy, ctx.stalls
     unit, busiest = ctx.units.busiest
     top = st.top(3)
-    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+    stall_text = st.text(3)
     blocks = ctx.launch.blocks_per_sm
     per_sm = f"{blocks} block{'s' if blocks != 1 else ''} per SM, " if blocks else ""
     why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"

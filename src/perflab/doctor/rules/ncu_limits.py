@@ -114,7 +114,7 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
     mem, mpct = ctx.units.busiest_memory
     st = ctx.stalls
     top = st.top(3) if st else []
-    stall_text = ", ".join(f"{s.reason} {s.pct:.0f} %" for s in top if s.pct >= 1 or s is top[0])
+    stall_text = st.text(3) if top else ""
     occ = ctx.occupancy
     ev = {**ctx.stall_evidence(), "busiest_unit": unit, "busiest_unit_pct": busiest, **ev,
           "achieved_occupancy_pct": occ.achieved_pct, "theoretical_occupancy_pct": occ.theoretical_pct,
