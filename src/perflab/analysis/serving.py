@@ -18,17 +18,14 @@ import heapq
 import math
 from typing import Any
 
+import numpy as np
+
 SCHEMA = "perflab.serving/1"
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), linear between the closest ranks (numpy's default)."""
-    xs = sorted(values)
-    if not xs:
-        return math.nan
-    k = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    """The q-th percentile (0..100), linear between the closest ranks; NaN for no values."""
+    return float(np.percentile(values, q)) if values else math.nan
 
 
 def _ends(log: dict[str, Any]) -> list[float]:
