@@ -6,9 +6,9 @@ from typing import Any
 
 SCHEMA = "perflab.doctor/2"
 
-LEVELS = ("system", "multi-GPU", "memory", "kernel", "any")
+LEVELS = ("system", "serving", "multi-GPU", "memory", "kernel", "any")
 # Coarse before fine: the top-down order of TAXONOMY.md.
-LEVEL_ORDER = {"system": 0, "multi-GPU": 1, "memory": 2, "kernel": 3, "any": 4}
+LEVEL_ORDER = {"system": 0, "serving": 1, "multi-GPU": 2, "memory": 3, "kernel": 4, "any": 5}
 SEVERITIES = ("high", "medium", "low", "info")
 SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -17,7 +17,9 @@ TAXONOMY_IDS = {
     "host-compute": "system", "input-pipeline": "system", "memcpy": "system",
     "pageable-memcpy": "system", "h2d-copy": "system", "d2h-copy": "system", "no-overlap": "system",
     "serialized-kernels": "system", "allocator-churn": "system",
-    "comm-not-overlapped": "multi-GPU", "load-imbalance": "multi-GPU", "memory-capacity": "memory",
+    "padded-batch": "serving", "prefill-stall": "serving",
+    "comm-not-overlapped": "multi-GPU", "load-imbalance": "multi-GPU", "comm-below-roof": "multi-GPU",
+    "pipeline-bubble": "multi-GPU", "memory-capacity": "memory",
     "compute-bound": "kernel", "memory-bound": "kernel", "no-tensor-cores": "kernel",
     "unfused-elementwise": "kernel", "dequant-overhead": "kernel", "uncoalesced-access": "kernel",
     "bank-conflicts": "kernel", "register-spill": "kernel", "atomic-contention": "kernel",
