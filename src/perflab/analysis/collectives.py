@@ -267,7 +267,7 @@ def rank_summary(trace: Trace, windows: Windows) -> dict:
     if waits:  # the waiting part of each kernel is its start; count the part compute does not hide
         starts = trace.ts[rows]
         wait_end = starts + np.array([c.get("wait_us") or 0.0 for c in colls])
-        comp = _compute_spans(trace, windows)
+        comp = compute_spans(trace, windows)
         wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp)
     comm = ov["comm"]
     per = 1.0 / n_steps / 1e3
@@ -283,7 +283,7 @@ def rank_summary(trace: Trace, windows: Windows) -> dict:
     }
 
 
-def _compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
+def compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
     from perflab.analysis.kernels import window_gpu_rows
 
     rows = window_gpu_rows(trace, windows)
