@@ -209,7 +209,8 @@ def match_across_ranks(traces: list[Trace]) -> list[dict]:
     for t in traces:
         counters: dict = defaultdict(int)
         for c in collectives(t):
-            groups[_match_key(c, counters)][t.rank] = c
+            if c["kind"] != "send_recv":  # a P2P transfer joins two ranks, not the group's k-th collective
+                groups[_match_key(c, counters)][t.rank] = c
     matched = []
     for key, per_rank in groups.items():
         if len(per_rank) < 2:
@@ -263,12 +264,14 @@ def rank_summary(trace: Trace, windows: Windows) -> dict:
     waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
     st = step_times(trace)
     rows = np.array([c["row"] for c in colls], dtype=np.int64)
-    wait_exposed = 0.0
-    if waits:  # the waiting part of each kernel is its start; count the part compute does not hide
+    wait_exposed = p2p_exposed = 0.0
+    if waits or colls:  # the waiting part of each kernel is its start; count the part compute does not hide
         starts = trace.ts[rows]
+        comp = compute_spans(trace, windows)
         wait_end = starts + np.array([c.get("wait_us") or 0.0 for c in colls])
-        comp = _compute_spans(trace, windows)
-        wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp)
+        wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp) if waits else 0.0
+        p2p_end = starts + p2p_waits(colls)  # a receive spins until its peer sends: waiting, not transfer
+        p2p_exposed = length(starts, p2p_end) - overlap_length((starts, p2p_end), comp)
     comm = ov["comm"]
     per = 1.0 / n_steps / 1e3
     return {
@@ -277,13 +280,26 @@ def rank_summary(trace: Trace, windows: Windows) -> dict:
         "compute_ms": ov["compute_us"] * per, "comm_ms": comm["time_us"] * per,
         "comm_overlap_pct": comm["overlap_pct"], "exposed_comm_ms": comm["exposed_us"] * per,
         "wait_ms": (sum(waits) * per) if waits else None, "exposed_wait_ms": wait_exposed * per if waits else None,
-        "exposed_transfer_ms": max(comm["exposed_us"] - wait_exposed, 0.0) * per,
+        "exposed_transfer_ms": max(comm["exposed_us"] - wait_exposed - p2p_exposed, 0.0) * per,
+        "exposed_p2p_wait_ms": p2p_exposed * per,
         "collectives_per_step": len(colls) / n_steps,
         "window_ms": windows.total / 1e3,
     }
 
 
-def _compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
+def p2p_waits(colls: list[dict]) -> np.ndarray:
+    """Per collective: for a P2P transfer, its kernel time beyond the fastest one of the same name and size on
+    this rank (the time it spun waiting for its peer); 0 for every other kind."""
+    fastest: dict[tuple, float] = {}
+    for c in colls:
+        if c["kind"] == "send_recv":
+            key = (c["name"], c["bytes"])
+            fastest[key] = min(fastest.get(key, float("inf")), c["dur_us"])
+    return np.array([c["dur_us"] - fastest[(c["name"], c["bytes"])] if c["kind"] == "send_recv" else 0.0
+                     for c in colls], dtype=np.float64)
+
+
+def compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
     from perflab.analysis.kernels import window_gpu_rows
 
     rows = window_gpu_rows(trace, windows)

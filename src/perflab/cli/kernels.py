@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from perflab.errors import PerflabError
 from perflab.report.console import safe_console
 
 
@@ -63,10 +64,7 @@ def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, a
 
         check_output(out, force=force)  # before the sweep; the user data dir's copy is perflab's own store
 
-    if gpus is None:
-        import torch
-
-        gpus = max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 2
+    gpus = gpus or _visible_gpus()
     dest = out or user_data_dir() / "allreduce.json"
     doc = allreduce.run_allreduce_bench(gpus, dest, max_bytes=max_bytes)
     if as_json:
@@ -82,6 +80,42 @@ def _bench_allreduce(gpus: Optional[int], out: Optional[Path], max_bytes: int, a
     typer.echo(f"peak busbw {doc['peak_busbw_gbps']:.2f} GB/s; saved {dest}")
 
 
+def _bench_collectives(kinds: str, gpus: Optional[int], out: Optional[Path], plot: Optional[Path], min_bytes: int,
+                       max_bytes: int, as_json: bool, force: bool) -> None:
+    from rich.table import Table
+
+    from perflab.outputs import check_output
+    from perflab.paths import user_data_dir
+    from perflab.toolkit.bench import collectives as C
+
+    chosen = C.parse_kinds(kinds)
+    for path in (out, plot):
+        if path is not None:
+            check_output(path, force=force)  # before the sweeps
+    gpus = gpus or _visible_gpus()
+    dest = out or user_data_dir() / "collectives.json"
+    doc = C.run_collectives_bench(gpus, dest, chosen, min_bytes=min_bytes, max_bytes=max_bytes)
+    if plot is not None:
+        C.plot(doc, plot, force=force)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    m = doc["manifest"]
+    table = Table("collective", "size", "time µs", "algbw GB/s", "busbw GB/s",
+                  title=f"{doc['world_size']} ranks, {doc['backend']} on {m.get('gpu', 'CPU')} ({m['date']})")
+    for row in C.table_rows(doc):
+        table.add_row(*row)
+    safe_console().print(table)
+    peaks = ", ".join(f"{k} {s['peak_busbw_gbps']:.2f}" for k, s in doc["sweeps"].items())
+    typer.echo(f"peak busbw GB/s: {peaks}; saved {dest}" + (f" and {plot}" if plot else ""))
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 2
+
+
 def bench(
     quick: bool = typer.Option(False, "--quick", help="smaller sizes, fewer repeats (under 30 s)"),
     as_json: bool = typer.Option(False, "--json", help="print the ceilings as JSON"),
@@ -90,7 +124,13 @@ def bench(
                                                               "torchrun over --gpus processes (nccl-tests style)"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="--allreduce: processes (GPUs) per node "
                                                             "[default: all visible GPUs]"),
-    max_bytes: int = typer.Option(1 << 30, "--max-bytes", help="--allreduce: largest message"),
+    collectives: Optional[str] = typer.Option(
+        None, "--collectives", help="only bus-bandwidth sweeps of these collectives (comma-separated: all_reduce,"
+        "all_gather,reduce_scatter,all_to_all), under torchrun over --gpus processes, saved with the topology "
+        "as collectives.json (user data dir, or --out) where the doctor's comm-below-roof reads them"),
+    min_bytes: int = typer.Option(1 << 10, "--min-bytes", help="--collectives: smallest message"),
+    max_bytes: int = typer.Option(1 << 30, "--max-bytes", help="--allreduce/--collectives: largest message"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="--collectives: draw busbw vs size (.png/.svg/.pdf)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --out file"),
 ) -> None:
     """Measure this machine's ceilings and save them (user data dir, ceilings.json) for the roofline."""
@@ -99,8 +139,14 @@ def bench(
     from perflab.toolkit.bench import run_bench, save_ceilings, table_rows
 
     console = safe_console(stderr=True)
+    if allreduce and collectives:
+        raise PerflabError("--allreduce and --collectives are two ways to sweep: give one "
+                           "(--collectives all_reduce is the first with the others)")
     if allreduce:
         _bench_allreduce(gpus, out, max_bytes, as_json, force)
+        return
+    if collectives:
+        _bench_collectives(collectives, gpus, out, plot, min_bytes, max_bytes, as_json, force)
         return
     if out is not None:
         from perflab.outputs import check_output

@@ -82,9 +82,18 @@ _HOST_GROUP: Any = None  # a gloo group: barriers that leave no kernel in the GP
 
 
 def align(device: str) -> None:
-    """Every rank drained and past this point before any goes on (a host-side barrier, no GPU kernel)."""
+    """Every rank drained and past this point before any goes on: a host-side barrier, then, on GPUs, one tiny
+    all-reduce drained on every rank. The gloo barrier releases the ranks up to a network round trip apart
+    (the 2-H200 tp-scaling-knee recording of 2026-11-23, made with no barrier at all, read 0.45 ms of wait in
+    its first recorded all-reduce); the GPUs end an all-reduce together, so the hosts leave the drain microseconds apart. It runs
+    before the first ProfilerStep, so no step analysis counts it."""
     runner.synchronize(device)
     _dist().barrier(group=_HOST_GROUP)
+    if device.startswith("cuda"):
+        import torch
+
+        _dist().all_reduce(torch.zeros(1, device=device))
+        runner.synchronize(device)
 
 
 def profile_job(module: Any, state: Any, device: str, trace: Path, *, warmup: int, steps: int,

@@ -89,7 +89,7 @@ def _allreduce_ceiling(quick: bool, out: Path) -> dict:
     doc = run_allreduce_bench(_gpu_count(), out, max_bytes=(1 << 28) if quick else (1 << 30),
                               target_s=0.02 if quick else 0.05)
     best = max(doc["rows"], key=lambda r: r["busbw_gbps"])
-    return {"value": round(best["busbw_gbps"], 2), "unit": "GB/s",
+    return {"value": round(best["busbw_gbps"], 2), "unit": "GB/s", "world_size": doc["world_size"],
             "method": f"all_reduce busbw (nccl-tests formula), {doc['world_size']} GPUs, float32, best at "
                       f"{best['bytes'] >> 20} MiB; sweep in {out}", "rows": doc["rows"]}
 

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from perflab.errors import PerflabError
 
@@ -44,23 +44,41 @@ def bus_bandwidth(size: int, seconds: float, n: int) -> tuple[float, float]:
     return alg, alg * 2.0 * (n - 1) / n
 
 
-def _time_one(dist: Any, torch: Any, buf: Any, iters: int, cuda: bool) -> float:
-    """Mean seconds per all_reduce on this rank."""
+def _time_one(dist: Any, torch: Any, call: Callable[[], Any], iters: int, cuda: bool) -> float:
+    """Mean seconds per call on this rank."""
     if cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         dist.barrier()
         start.record()
         for _ in range(iters):
-            dist.all_reduce(buf)
+            call()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / iters
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
-        dist.all_reduce(buf)
+        call()
     return (time.perf_counter() - t0) / iters
+
+
+def time_calls(call: Callable[[], Any], *, warmup: int, target_s: float, cuda: bool, device: Any,
+               iters: int = 20) -> tuple[float, int]:
+    """(seconds per call: the slowest rank's mean, calls timed): about target_s of back-to-back calls, the
+    same count on every rank."""
+    import torch
+    import torch.distributed as dist
+
+    for _ in range(warmup):
+        call()
+    probe = _time_one(dist, torch, call, 2, cuda)
+    k = max(1, min(iters * 50, int(target_s / max(probe, 1e-7))))
+    k = torch.tensor([k], device=device)
+    dist.all_reduce(k, op=dist.ReduceOp.MIN)  # same count everywhere
+    t = torch.tensor([_time_one(dist, torch, call, int(k.item()), cuda)], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item()), int(k.item())
 
 
 def measure(size_list: Sequence[int], *, warmup: int = 5, iters: int = 20, target_s: float = 0.05) -> dict:
@@ -74,17 +92,10 @@ def measure(size_list: Sequence[int], *, warmup: int = 5, iters: int = 20, targe
     rows = []
     for size in size_list:
         buf = torch.ones(max(size // 4, 1), dtype=torch.float32, device=device)
-        for _ in range(warmup):
-            dist.all_reduce(buf)
-        probe = _time_one(dist, torch, buf, 2, cuda)
-        k = max(1, min(iters * 50, int(target_s / max(probe, 1e-7))))  # about target_s per size, at least 1
-        k = torch.tensor([k], device=device)
-        dist.all_reduce(k, op=dist.ReduceOp.MIN)  # same count everywhere
-        t = torch.tensor([_time_one(dist, torch, buf, int(k.item()), cuda)], dtype=torch.float64, device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        seconds = float(t.item())
+        seconds, k = time_calls(lambda: dist.all_reduce(buf), warmup=warmup, target_s=target_s, cuda=cuda,
+                                device=device, iters=iters)
         alg, bus = bus_bandwidth(buf.numel() * 4, seconds, n)
-        rows.append({"bytes": buf.numel() * 4, "iters": int(k.item()), "time_us": seconds * 1e6,
+        rows.append({"bytes": buf.numel() * 4, "iters": k, "time_us": seconds * 1e6,
                      "algbw_gbps": alg, "busbw_gbps": bus})
         del buf
     return {"world_size": n, "backend": dist.get_backend(), "dtype": "float32", "op": "sum", "rows": rows,

@@ -1,0 +1,58 @@
+"""pipeline-bubble: pipeline-parallel stages idle waiting for the previous (or next) stage.
+
+Read from P2P-bracketed compute (analysis/pipeline.py) on every loaded rank: each stage's idle share of
+its step, where it sits, and the micro-batches seen per step, against the GPipe/1F1B bubble
+(p-1)/(m+p-1) for the stages and micro-batches. DDP and tensor-parallel jobs have no send/recv between
+compute blocks, so the rule stays silent on them.
+"""
+from __future__ import annotations
+
+from perflab.doctor.context import Context
+from perflab.doctor.finding import Finding
+from perflab.doctor.registry import rule
+from perflab.doctor.registry import significant as _finding
+
+
+def _stages(ctx: Context) -> list[dict]:
+    from perflab.analysis.pipeline import rank_pipeline
+    from perflab.analysis.windows import analysis_windows
+
+    step = ctx.windows.steps[0] if ctx.windows.kind == "step" else None
+
+    def compute() -> list[dict]:
+        out = []
+        for t in ctx.ranks:
+            p = rank_pipeline(t, ctx.windows if t is ctx.trace else analysis_windows(t, step))
+            if p is not None:
+                out.append(p)
+        return out
+    return ctx.trace.cached("pipeline:" + ",".join(str(id(t)) for t in ctx.ranks) + f":{ctx.windows.key}", compute)
+
+
+@rule
+def pipeline_bubble(ctx: Context) -> list[Finding]:
+    from perflab.analysis.pipeline import gpipe_bubble_pct
+
+    stages = _stages(ctx)
+    mine = next((s for s in stages if s["rank"] == ctx.trace.rank), None)
+    if mine is None:
+        return []
+    p = len(stages) if len(stages) > 1 else int(ctx.trace.meta.get("world_size") or 1)
+    m = mine["micro_batches"]
+    expected = gpipe_bubble_pct(p, m)
+    gain = mine["bubble_pct"]
+    return _finding(
+        "pipeline-bubble", gain,
+        f"Pipeline stage (rank {mine['rank']}) idles {mine['bubble_ms_per_step']:.2f} ms per step "
+        f"({gain:.0f}%: {mine['start_idle_pct']:.0f}% before its first micro-batch, {mine['end_idle_pct']:.0f}% after "
+        f"its last) waiting on the other stages: {m:g} micro-batch(es) per step across {p} stages, where a "
+        f"GPipe/1F1B schedule idles {expected:.0f}% of each stage.",
+        {"stages": p, "micro_batches_per_step": m, "compute_blocks_per_step": mine["blocks_per_step"],
+         "p2p_per_step": mine["p2p_per_step"], "training": mine["training"], "bubble_pct": gain,
+         "start_idle_pct": mine["start_idle_pct"], "end_idle_pct": mine["end_idle_pct"],
+         "schedule_bubble_pct": expected, "bubble_ms_per_step": mine["bubble_ms_per_step"],
+         "per_stage_bubble_pct": {s["rank"]: round(s["bubble_pct"], 1) for s in stages}},
+        f"Feed the pipeline more micro-batches per step (the bubble is (p-1)/(m+p-1): m = {4 * p} with p = {p} "
+        f"gives {gpipe_bubble_pct(p, 4 * p):.0f}%), with a 1F1B schedule so their activations fit in memory; "
+        "interleaved (virtual) stages shrink it further; balance the stages' work so none waits for a slower one.",
+    )
