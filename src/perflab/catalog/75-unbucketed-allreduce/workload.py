@@ -1,0 +1,64 @@
+"""unbucketed-allreduce: the slow workload (data-parallel training of 192 task heads, one all-reduce per head).
+
+A frozen trunk (features = gelu(x @ T), 4096 -> 1024, bf16) feeds 192 task heads, each its own
+trainable weight of 1024 x 64 (bf16, 128 KiB). Every rank runs forward and backward on its own
+4,096 rows (the loss: the mean square of every head's outputs); then, like a hand-written
+data-parallel loop over ``model.parameters()``, it all-reduces each head's gradient on its own: 192
+all-reduces of 128 KiB per step. The step returns the mean gradient of every head, flat, head after head.
+
+Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
+Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
+process group, as one rank.
+"""
+from __future__ import annotations
+
+from perflab.workloads import sizes
+from perflab.workloads.ranks import rank_and_world
+
+SIZE = {"inputs": 4096, "features": 1024, "heads": 192, "outputs": 64, "batch": 4096}
+SMOKE_SIZE = {"inputs": 64, "features": 32, "heads": 12, "outputs": 8, "batch": 32}
+
+
+def _size(device: str) -> dict:
+    return sizes.pick(device, SIZE, SMOKE_SIZE)
+
+
+def setup(device: str, seed: int) -> dict:
+    import torch
+
+    size = _size(device)
+    rank, world = rank_and_world()
+    d, f, k = size["inputs"], size["features"], size["outputs"]
+    dtype = torch.bfloat16
+    gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
+    trunk = (torch.randn(d, f, generator=gen, device=device) / d ** 0.5).to(dtype)
+    heads = [(torch.randn(f, k, generator=gen, device=device) / f ** 0.5).to(dtype).requires_grad_()
+             for _ in range(size["heads"])]
+    shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's rows
+    x = torch.randn(size["batch"], d, generator=shard, device=device).to(dtype)
+    return {"size": size, "rank": rank, "world": world, "trunk": trunk, "heads": heads, "x": x}
+
+
+def backward(state: dict) -> None:
+    """Forward and backward of this rank's rows: every head's .grad holds this rank's gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    for w in state["heads"]:
+        w.grad = None
+    with torch.no_grad():
+        feats = F.gelu(state["x"] @ state["trunk"])          # the frozen trunk
+    y = torch.matmul(feats, torch.stack(state["heads"]))    # [heads, batch, outputs]
+    y.float().square().mean().backward()
+
+
+def step(state: dict):
+    import torch
+    import torch.distributed as dist
+
+    backward(state)
+    grads = [w.grad for w in state["heads"]]
+    if state["world"] > 1:
+        for g in grads:                                     # one all-reduce per parameter
+            dist.all_reduce(g)
+    return torch.cat([g.reshape(-1) for g in grads]).div_(state["world"])
