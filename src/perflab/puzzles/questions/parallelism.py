@@ -40,3 +40,16 @@ def rank_idle_pct(ev: Any, variant: str = "slow", rank: int | None = None) -> Co
                                    "step ms": round(row["step_ms"], 4), "compute ms": round(row["compute_ms"], 4),
                                    "every rank (idle %)": {r: round(v, 2) for r, v in values.items()}},
                     f"the recorded per-rank traces of {variant}: 1 - compute / step per rank")
+
+
+@analysis
+def rank_metric_min(ev: Any, field: str, variant: str = "slow") -> Computed:
+    """A per-rank number (questions.multirank.RANK_FIELDS) of the rank where it is smallest (e.g. the
+    least-overlapped rank's comm_overlap_pct)."""
+    from perflab.puzzles.questions.multirank import rank_metric
+
+    s = multirank(ev, variant)
+    values = {r["rank"]: r.get(field) for r in s["per_rank"] if r.get(field) is not None}
+    if not values:
+        return rank_metric(ev, field, variant)   # its one-line error: unknown field, or no rank has it
+    return rank_metric(ev, field, variant, rank=min(values, key=values.get))
