@@ -2,7 +2,7 @@
 
 A frozen trunk (features = gelu(x @ T), 4096 -> 1024, bf16) feeds 192 task heads, each its own
 trainable weight of 1024 x 64 (bf16, 128 KiB). Every rank runs forward and backward on its own
-4,096 rows (the loss: the mean square of every head's outputs); then, like a hand-written
+4,096 rows (the loss: every head's squared outputs, summed, averaged over the rows); then, like a hand-written
 data-parallel loop over ``model.parameters()``, it all-reduces each head's gradient on its own: 192
 all-reduces of 128 KiB per step. The step returns the mean gradient of every head, flat, head after head.
 
@@ -49,7 +49,7 @@ def backward(state: dict) -> None:
     with torch.no_grad():
         feats = F.gelu(state["x"] @ state["trunk"])          # the frozen trunk
     y = torch.matmul(feats, torch.stack(state["heads"]))    # [heads, batch, outputs]
-    y.float().square().mean().backward()
+    (y.float().square().sum() / state["size"]["batch"]).backward()   # summed over heads, mean over rows
 
 
 def step(state: dict):
