@@ -102,3 +102,50 @@ def test_idle_share_and_least_overlapped_rank_on_fixture_traces(ddp_recording):
         QP.rank_idle_pct(ev, rank=5)
     with pytest.raises(PerflabError, match="must be one of"):
         QP.rank_metric_min(ev, "nonsense")
+
+
+# -- the interconnect lesson: a recorded sweep per NCCL setting ----------------------------------------------
+def _sweep(rows):
+    return {"rows": [{"bytes": b, "time_us": t, "busbw_gbps": b / t / 1e3, "algbw_gbps": b / t / 1e3} for b, t in rows]}
+
+
+def test_interconnect_table_lines_up_the_settings():
+    from perflab.analysis import interconnect as IC
+
+    doc = {"schema": IC.SCHEMA, "gpus": 2, "settings": {
+        "default": {"env": {}, "sweep": _sweep([(4096, 10.0), (1 << 28, 900.0)])},
+        "p2p_off": {"env": {"NCCL_P2P_DISABLE": "1"}, "sweep": _sweep([(4096, 12.0), (1 << 28, 9000.0)]),
+                    "transport_lines": ["NCCL version 2.28.9", "via SHM/direct/direct"]},
+        "tree": {"env": {"NCCL_ALGO": "Tree"}, "error": "exit 1: no algorithm"}}}
+    rows = IC.table(doc)
+    assert [r["bytes"] for r in rows] == [4096, 1 << 28]
+    assert rows[1]["p2p_off_vs_default"] == pytest.approx(0.1) and rows[0]["p2p_off_vs_default"] == pytest.approx(10 / 12)
+    assert "tree_busbw_gbps" not in rows[0]
+    assert IC.point(doc, "default", 1 << 27, "time_us") == 900.0           # the nearest recorded size
+    assert IC.transport(doc, "p2p_off") == ["via SHM/direct/direct"]
+    with pytest.raises(PerflabError, match="no measurements: exit 1"):
+        IC.point(doc, "tree", 4096)
+    with pytest.raises(PerflabError, match="no setting 'ring'"):
+        IC.rows_of(doc, "ring")
+    with pytest.raises(PerflabError, match="not an interconnect sweep"):
+        IC.table({"schema": "x"})
+
+
+def test_interconnect_recorder_runs_one_setting_on_gloo(tmp_path):
+    """scripts/record_interconnect_sweep.py under torchrun on 2 CPU ranks (gloo ignores the NCCL settings)."""
+    import subprocess
+    import sys
+
+    from perflab.analysis import interconnect as IC
+
+    out = tmp_path / "ic.json"
+    cmd = [sys.executable, str(ROOT / "scripts" / "record_interconnect_sweep.py"), "--out", str(out),
+           "--settings", "default", "--max-bytes", "65536", "--budget-s", "120"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(out.read_text())
+    assert list(doc["settings"]) == ["default"] and doc["settings"]["default"]["sweep"]["world_size"] == 2
+    assert [r["bytes"] for r in IC.table(doc)] == [4096, 65536]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 2          # never over a file
+    bad = subprocess.run([*cmd[:2], "--out", str(tmp_path / "x.json"), "--settings", "nvlink"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown setting" in bad.stderr

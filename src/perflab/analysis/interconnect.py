@@ -8,6 +8,7 @@ lines the settings up size by size: bus bandwidth and time of each, and each aga
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from perflab.errors import PerflabError
@@ -38,9 +39,10 @@ def rows_of(doc: dict[str, Any], setting: str) -> dict[int, dict[str, Any]]:
 
 
 def point(doc: dict[str, Any], setting: str, size: int, field: str = "busbw_gbps") -> float:
-    """One measurement: the row of the setting at the message size closest to `size` (bytes)."""
+    """One measurement: the row of the setting at the message size closest to `size` (bytes, by ratio:
+    the sweep's sizes grow geometrically)."""
     rows = rows_of(doc, setting)
-    nearest = min(rows, key=lambda b: abs(b - size))
+    nearest = min(rows, key=lambda b: abs(math.log(b / max(size, 1))))
     if field not in rows[nearest]:
         raise PerflabError(f"sweep rows have no field {field!r}")
     return float(rows[nearest][field])
