@@ -97,7 +97,8 @@ def test_idle_share_and_least_overlapped_rank_on_fixture_traces(ddp_recording):
     assert 0.0 < got.value < 100.0
     overlap = {r: row["comm_overlap_pct"] for r, row in rows.items()}
     least = QP.rank_metric_min(ev, "comm_overlap_pct")
-    assert least.value == pytest.approx(min(overlap.values())) and least.evidence["rank"] == min(overlap, key=overlap.get)
+    assert least.value == pytest.approx(min(overlap.values()))
+    assert least.evidence["rank"] == min(overlap, key=overlap.get)
     with pytest.raises(PerflabError, match="no rank 5"):
         QP.rank_idle_pct(ev, rank=5)
     with pytest.raises(PerflabError, match="must be one of"):
@@ -119,7 +120,8 @@ def test_interconnect_table_lines_up_the_settings():
         "tree": {"env": {"NCCL_ALGO": "Tree"}, "error": "exit 1: no algorithm"}}}
     rows = IC.table(doc)
     assert [r["bytes"] for r in rows] == [4096, 1 << 28]
-    assert rows[1]["p2p_off_vs_default"] == pytest.approx(0.1) and rows[0]["p2p_off_vs_default"] == pytest.approx(10 / 12)
+    assert rows[1]["p2p_off_vs_default"] == pytest.approx(0.1)
+    assert rows[0]["p2p_off_vs_default"] == pytest.approx(10 / 12)
     assert "tree_busbw_gbps" not in rows[0]
     assert IC.point(doc, "default", 1 << 27, "time_us") == 900.0           # the nearest recorded size
     assert IC.transport(doc, "p2p_off") == ["via SHM/direct/direct"]
@@ -147,5 +149,6 @@ def test_interconnect_recorder_runs_one_setting_on_gloo(tmp_path):
     assert list(doc["settings"]) == ["default"] and doc["settings"]["default"]["sweep"]["world_size"] == 2
     assert [r["bytes"] for r in IC.table(doc)] == [4096, 65536]
     assert subprocess.run(cmd, capture_output=True, text=True).returncode == 2          # never over a file
-    bad = subprocess.run([*cmd[:2], "--out", str(tmp_path / "x.json"), "--settings", "nvlink"], capture_output=True, text=True)
+    bad = subprocess.run([*cmd[:2], "--out", str(tmp_path / "x.json"), "--settings", "nvlink"],
+                         capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown setting" in bad.stderr

@@ -5,8 +5,8 @@ rank s holds layers [s*8/N, (s+1)*8/N). Every step trains on one batch of 16,384
 MICRO_BATCHES micro-batches and run on the GPipe schedule: every stage runs the forward of every
 micro-batch (sending its activations to the next stage), then the backward of every micro-batch (the
 last stage starts from the loss, the others from the activation gradient the next stage sends back).
-The loss is the last layer's squared outputs summed per row, averaged over the whole batch (scaled); gradients accumulate
-over the micro-batches into each stage's flat gradient bucket.
+The loss is the last layer's squared outputs summed per row, averaged over the whole batch (scaled);
+gradients accumulate over the micro-batches into each stage's flat gradient bucket.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a

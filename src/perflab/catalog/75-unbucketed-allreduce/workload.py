@@ -1,9 +1,9 @@
 """unbucketed-allreduce: the slow workload (data-parallel training of 192 task heads, one all-reduce per head).
 
-A frozen trunk (features = gelu(x @ T), 4096 -> 1024, bf16) feeds 192 task heads, each its own
-trainable weight of 1024 x 64 (bf16, 128 KiB). Every rank runs forward and backward on its own
+A frozen trunk (features = gelu(x @ T), 4096 -> 1024, bf16) feeds 192 task heads, each a
+trainable weight of 1024 x 64 (bf16, 128 KiB; stored together as one [192, 1024, 64] tensor). Every rank runs forward and backward on its own
 4,096 rows (the loss: every head's squared outputs, summed, averaged over the rows); then, like a hand-written
-data-parallel loop over ``model.parameters()``, it all-reduces each head's gradient on its own: 192
+data-parallel loop over the model's parameters, it all-reduces each head's gradient on its own: 192
 all-reduces of 128 KiB per step. The step returns the mean gradient of every head, flat, head after head.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
@@ -32,33 +32,32 @@ def setup(device: str, seed: int) -> dict:
     dtype = torch.bfloat16
     gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
     trunk = (torch.randn(d, f, generator=gen, device=device) / d ** 0.5).to(dtype)
-    heads = [(torch.randn(f, k, generator=gen, device=device) / f ** 0.5).to(dtype).requires_grad_()
-             for _ in range(size["heads"])]
+    heads = (torch.randn(size["heads"], f, k, generator=gen, device=device) / f ** 0.5).to(dtype).requires_grad_()
     shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's rows
     x = torch.randn(size["batch"], d, generator=shard, device=device).to(dtype)
     return {"size": size, "rank": rank, "world": world, "trunk": trunk, "heads": heads, "x": x}
 
 
 def backward(state: dict) -> None:
-    """Forward and backward of this rank's rows: every head's .grad holds this rank's gradient."""
+    """Forward and backward of this rank's rows: heads.grad holds this rank's gradient of every head."""
     import torch
     import torch.nn.functional as F
 
-    for w in state["heads"]:
-        w.grad = None
+    heads = state["heads"]
+    heads.grad = None
     with torch.no_grad():
-        feats = F.gelu(state["x"] @ state["trunk"])          # the frozen trunk
-    y = torch.matmul(feats, torch.stack(state["heads"]))    # [heads, batch, outputs]
+        feats = F.gelu(state["x"] @ state["trunk"])                 # the frozen trunk
+    n, f, k = heads.shape
+    y = feats @ heads.permute(1, 0, 2).reshape(f, n * k)           # every head's outputs, side by side
     (y.float().square().sum() / state["size"]["batch"]).backward()   # summed over heads, mean over rows
 
 
 def step(state: dict):
-    import torch
     import torch.distributed as dist
 
     backward(state)
-    grads = [w.grad for w in state["heads"]]
+    grads = state["heads"].grad                                    # [heads, features, outputs]
     if state["world"] > 1:
-        for g in grads:                                     # one all-reduce per parameter
+        for g in grads:                                            # one all-reduce per head's gradient
             dist.all_reduce(g)
-    return torch.cat([g.reshape(-1) for g in grads]).div_(state["world"])
+    return grads.reshape(-1).div_(state["world"])
