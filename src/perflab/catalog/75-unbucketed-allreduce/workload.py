@@ -1,10 +1,11 @@
 """unbucketed-allreduce: the slow workload (data-parallel training of 192 task heads, one all-reduce per head).
 
 A frozen trunk (features = gelu(x @ T), 4096 -> 1024, bf16) feeds 192 task heads, each a
-trainable weight of 1024 x 64 (bf16, 128 KiB; stored together as one [192, 1024, 64] tensor). Every rank runs forward and backward on its own
-4,096 rows (the loss: every head's squared outputs, summed, averaged over the rows); then, like a hand-written
-data-parallel loop over the model's parameters, it all-reduces each head's gradient on its own: 192
-all-reduces of 128 KiB per step. The step returns the mean gradient of every head, flat, head after head.
+trainable weight of 1024 x 64 (bf16, 128 KiB; stored together as one [192, 1024, 64] tensor).
+Every rank runs forward and backward on its own 4,096 rows (the loss: every head's squared
+outputs, summed, averaged over the rows); then, like a hand-written data-parallel loop over the
+model's parameters, it all-reduces each head's gradient on its own: 192 all-reduces of 128 KiB per
+step. The step returns the mean gradient of every head, flat, head after head.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
