@@ -1,4 +1,4 @@
-"""The multi-GPU puzzles (catalog 70-73): spec, workloads, the torchrun engine on the CPU, replay.
+"""The multi-GPU puzzles (catalog 70-77): spec, workloads, the torchrun engine on the CPU, replay.
 
 - The engine (puzzles/evidence/multirank.py, rank_worker.py) runs a puzzle's fix check under torchrun with
   the gloo backend, 2 processes: outputs compared rank by rank, the job's timings, one trace per rank.
@@ -34,6 +34,10 @@ PUZZLES = {
     "straggler": "71-straggler",
     "tp-scaling-knee": "72-tp-scaling-knee",
     "nccl-timeline": "73-nccl-timeline",
+    "pipeline-bubble": "74-pipeline-bubble",
+    "unbucketed-allreduce": "75-unbucketed-allreduce",
+    "ring-attention": "76-ring-attention",
+    "expert-skew": "77-expert-skew",
 }
 _ids = itertools.count()
 
