@@ -36,6 +36,10 @@ _COMPILED_RUN = re.compile(r"^Torch-Compiled Region|^## Call CompiledFxGraph|^Co
 _GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch\w*$")
 # A window this share of compile work is compilation, not the program: nothing in it is steady state.
 MOSTLY_PCT = 50.0
+RECORD_AFTER_COMPILE = (
+    "Record after compilation: `perflab profile -- CMD` waits until compilation and graph capture are done before "
+    "it counts steps; with torch.profiler, run the compiled code a few times before the profiler's active steps "
+    "(schedule(wait=..., warmup=...)), and keep shapes static so it does not compile again.")
 
 
 def is_compile_work(name: str) -> bool:
@@ -77,6 +81,7 @@ def compile_work(trace: Trace, windows=None) -> dict:
         if work[r]:
             per_name[_short(trace.name_of(r))] += float(trace.dur[r])
     share = 100.0 * compile_us / window_us if window_us > 0 else 0.0
+    steps_with, steps_pct = _steps_holding(trace, windows, rows)
     captures = int(np.count_nonzero(capture[in_window])) if in_window.size else 0
     compiled_calls = int(np.count_nonzero(host & trace.name_table_mask(lambda n: _COMPILED_RUN.match(n) is not None)))
     replays = int(np.count_nonzero((trace.kind == RUNTIME) & trace.name_table_mask(
@@ -88,10 +93,31 @@ def compile_work(trace: Trace, windows=None) -> dict:
         summary = (f"{share:.0f}% of the analysed window ({compile_us / 1e3:,.1f} ms of {window_us / 1e3:,.1f} ms) is "
                    f"compile work ({what}"
                    + (f"; {captures} CUDA graph capture call(s)" if captures and names else "")
-                   + "): a one-time cost, not the program's steady state")
+                   + ")" + (f", and the {steps_with} step(s) that hold it take {steps_pct:.0f}% of the window"
+                            if steps_with else "")
+                   + ": a one-time cost, not the program's steady state")
     return {"compile_us": round(compile_us, 3), "window_us": round(window_us, 3), "share_pct": round(share, 2),
+            "steps_with_compile": steps_with, "steps_with_compile_pct": round(steps_pct, 2),
             "names": names, "graph_captures": captures, "compiled_calls": compiled_calls, "graph_replays": replays,
-            "mostly_compile": share >= MOSTLY_PCT, "summary": summary}
+            "mostly_compile": max(share, steps_pct) >= MOSTLY_PCT, "summary": summary}
+
+
+def _steps_holding(trace: Trace, windows, rows: np.ndarray) -> tuple[int, float]:
+    """How many of the window's steps hold compile work (`rows`), and their share of the steps' time: the rest of
+    such a step (imports, Python that no range names) is one-time work as well."""
+    if windows is None or windows.kind != "steps" or rows.size == 0:
+        return 0, 0.0
+    from perflab.analysis.windows import profiler_steps
+
+    steps = profiler_steps(trace)
+    keep = np.isin(steps.number, np.asarray(windows.steps, dtype=np.int64))
+    start, end = steps.start[keep], steps.end[keep]
+    total = float((end - start).sum())
+    if total <= 0:
+        return 0, 0.0
+    r0, r1 = trace.ts[rows], trace.end[rows]
+    holds = np.array([bool(np.any((r0 < e) & (r1 > b))) for b, e in zip(start.tolist(), end.tolist())], dtype=bool)
+    return int(holds.sum()), 100.0 * float((end - start)[holds].sum()) / total
 
 
 def _overlaps(starts: np.ndarray, ends: np.ndarray, win: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -100,10 +126,3 @@ def _overlaps(starts: np.ndarray, ends: np.ndarray, win: tuple[np.ndarray, np.nd
     i = np.searchsorted(w0, ends, side="left") - 1  # last window starting before the range ends
     ok = i >= 0
     return ok & (w1[np.maximum(i, 0)] > starts)
-
-
-def recording_advice(result: dict) -> str:
-    """How to record the steady state instead, for a window that holds compile work."""
-    return ("Record after compilation: `perflab profile` waits for compilation and graph capture to finish before "
-            "it counts steps; with torch.profiler, run the compiled code a few times before the profiler's active "
-            "steps (schedule(wait=..., warmup=...)), and keep shapes static so it does not compile again.")
