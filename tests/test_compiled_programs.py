@@ -131,3 +131,23 @@ def test_profile_records_steps_after_compilation(tmp_path, kind, mode, by):
     assert any(n.startswith("Torch-Compiled Region") for n in names)  # the steps run the compiled code
     work = compile_work(load_ranks(trace)[0])
     assert work["compile_us"] == 0 and work["compiled_calls"] >= 5, work
+
+
+def test_the_checker_warms_a_fix_until_a_call_compiles_nothing():
+    from perflab.toolkit.compile_watch import warm_until_steady, watching
+
+    graph_cls = torch.cuda.graphs.CUDAGraph
+    begin = graph_cls.__dict__["capture_begin"]
+    with watching(torch) as watch:
+        assert graph_cls.__dict__["capture_begin"] is not begin  # capture is watched
+        calls = []
+
+        def run():  # recompiles on its first two calls, as a fix whose second call records a CUDA graph
+            calls.append(1)
+            if len(calls) <= 2:
+                watch.start("torch.compile (dynamo)")
+                watch.end()
+
+        assert warm_until_steady(run, watch) == 3
+        assert warm_until_steady(run, watch) == 1
+    assert graph_cls.__dict__["capture_begin"] is begin

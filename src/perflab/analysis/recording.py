@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from perflab.trace.model import KERNEL, RUNTIME, Trace
+from perflab.trace.model import KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
 _LAUNCH = re.compile(r"^(cuda|cu|hip)\w*(Launch\w*|Memcpy\w*|Memset\w*)$")
 # the calls that launch kernels (a graph launch runs the kernels of a graph); host functions run no kernel
@@ -34,8 +34,8 @@ def unrecorded_kernels(trace: Trace) -> dict | None:
     """For a trace with GPU activity but no kernel record while its host launched kernels (copies and memsets
     recorded, kernels lost: CUPTI's kernel activity off or dropped): the launches and what to do; None otherwise.
     Read as it is, such a trace would blame the host for the time the GPU spent in kernels it cannot show."""
-    if np.any(trace.kind == KERNEL):
-        return None
+    if np.any(trace.kind == KERNEL) or not np.any(np.isin(trace.kind, (MEMCPY, MEMSET))):
+        return None  # kernels recorded, or no GPU activity at all (unrecorded_gpu_work says why)
     launches = np.flatnonzero((trace.kind == RUNTIME) & trace.name_table_mask(is_kernel_launch))
     if launches.size == 0:
         return None

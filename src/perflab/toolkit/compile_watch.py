@@ -16,10 +16,11 @@ Dynamo's callback off.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from perflab.toolkit.import_hooks import when_imported
 
@@ -203,3 +204,25 @@ def _remove_callbacks(handler: Any, start: Callable, end: Callable) -> None:
     for callbacks, fn in ((handler.start_callbacks, start), (handler.end_callbacks, end)):
         if fn in callbacks:
             callbacks.remove(fn)
+
+
+@contextlib.contextmanager
+def watching(torch: Any) -> Iterator[CompileWatch]:
+    """A CompileWatch fed for the duration of the block (in-process timing: the fix checker)."""
+    watch = CompileWatch()
+    uninstall = watch_compiles(torch, watch, Hider())
+    try:
+        yield watch
+    finally:
+        uninstall()
+
+
+def warm_until_steady(run: Callable[[], Any], watch: CompileWatch, at_most: int = 20) -> int:
+    """Call `run` until one call does no compile work (a recompile, a CUDA graph recorded, autotuning), at most
+    `at_most` times; how many calls it took."""
+    for n in range(1, at_most + 1):
+        seen = watch.count
+        run()
+        if watch.count == seen and not watch.busy:
+            return n
+    return at_most
