@@ -91,12 +91,17 @@ def test_a_compiled_function_called_inside_a_module_is_one_step():
             def forward(self, x):
                 return inner(x)
 
+        @torch.compile(backend="eager")  # torch.compile(**options) as a decorator: the inner call is patched too
+        def outer(x):
+            return x * 3
+
         m = M()
         for _ in range(3):
             m(torch.zeros(2))
+        outer(torch.zeros(2))
     finally:
         undo()
-    assert seen == ["module"] * 3
+    assert seen == ["module"] * 3 + ["compiled"]
 
 
 def profile_block(tmp_path, *args, steps=5, warmup=2):

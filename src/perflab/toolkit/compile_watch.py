@@ -140,17 +140,18 @@ def watch_compiles(torch: Any, watch: CompileWatch, hider: Hider) -> Callable[[]
     """Feed `watch` from torch's signals (module docstring) and hide perflab's hooks from Dynamo from the moment
     torch._dynamo is imported; returns the uninstaller."""
     restores: list[Callable[[], None]] = []
-    installed = threading.Event()  # set also once uninstalled: an import after that installs nothing
+    installed = threading.Event()
+    stopped = threading.Event()  # an import after the uninstaller ran installs nothing
 
     def patch(owner: Any, attr: str, what: str, **ends: bool) -> None:
         original = owner.__dict__.get(attr)
-        if original is None or getattr(original, "__wrapped__", None) is not None:
+        if stopped.is_set() or original is None or getattr(original, "__wrapped__", None) is not None:
             return
         hider.hide(lambda wrap: setattr(owner, attr, wrap(_around(watch, what, original, **ends))))
         restores.append(lambda: setattr(owner, attr, original))
 
     def on_dynamo(dynamo: Any) -> None:
-        if installed.is_set():
+        if installed.is_set() or stopped.is_set():
             return
         installed.set()
         hider.dynamo_imported(dynamo)
@@ -173,7 +174,7 @@ def watch_compiles(torch: Any, watch: CompileWatch, hider: Hider) -> Callable[[]
     when_imported("triton.runtime.autotuner", lambda m: _patch_class(m, "Autotuner", "_bench", patch, "triton-autotune"))
 
     def uninstall() -> None:
-        installed.set()
+        stopped.set()
         hider.clear()
         while restores:
             restores.pop()()
