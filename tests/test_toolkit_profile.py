@@ -24,6 +24,13 @@ def steps_in(trace: Path) -> list[int]:
     return sorted(int(m.group(1)) for e in doc["traceEvents"] if (m := re.fullmatch(r"ProfilerStep#(\d+)", e["name"])))
 
 
+def recorded_after(trace: Path, count: int, warmup: int) -> bool:
+    """`count` consecutive steps, numbered as the program's steps, after at least `warmup` others (a step that
+    imported modules or compiled is not warm-up: it may take more)."""
+    steps = steps_in(trace)
+    return len(steps) == count and steps == list(range(steps[0], steps[0] + count)) and steps[0] >= warmup
+
+
 def perflab(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=120)
@@ -43,7 +50,7 @@ def test_example_profiled_by_module_calls(tmp_path):
     assert "tiny-gpt:" in proc.stdout  # the script's own output
     assert "4 steps recorded (top-level nn.Module calls)" in proc.stdout
     assert "doctor" in proc.stdout  # a verdict, or "doctor not available" while it is being written
-    assert steps_in(out / "trace.json.gz") == [2, 3, 4, 5]
+    assert recorded_after(out / "trace.json.gz", 4, warmup=2)
 
 
 def test_marker_steps_and_the_scripts_exit_code(tmp_path):
@@ -90,8 +97,8 @@ def test_time_slices_when_there_is_no_module(tmp_path):
     proc = perflab("profile", "--steps", "3", "--warmup", "1", "--slice", "0.1", "--out", str(tmp_path / "o"),
                    "--", sys.executable, str(s))
     assert proc.returncode == 0, proc.stderr
-    assert "(time slices (no nn.Module call seen))" in proc.stdout
-    assert steps_in(tmp_path / "o" / "trace.json.gz") == [1, 2, 3]
+    assert "(time slices (no top-level call seen))" in proc.stdout
+    assert recorded_after(tmp_path / "o" / "trace.json.gz", 3, warmup=1)
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
@@ -120,7 +127,7 @@ def test_torchrun_two_cpu_ranks_write_two_traces(tmp_path):
     for rank in (0, 1):
         doc = json.load(gzip.open(out / f"rank{rank}.trace.json.gz"))
         assert doc["distributedInfo"]["rank"] == rank and doc["distributedInfo"]["world_size"] == 2
-        assert steps_in(out / f"rank{rank}.trace.json.gz") == [1, 2]
+        assert recorded_after(out / f"rank{rank}.trace.json.gz", 2, warmup=1)
     assert "(2 ranks)" in proc.stdout
 
 

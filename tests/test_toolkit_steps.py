@@ -17,7 +17,8 @@ class FakeSession:
         self.log, self.done_after, self.n, self.done = log, done_after, 0, False
         log.append(("new", self))
 
-    def begin(self):
+    def begin(self, first_step=0):
+        self.first_step = first_step
         self._count("begin")
 
     def step(self):
@@ -116,11 +117,12 @@ def test_finish_closes_and_stops():
 
 def test_module_hook_counts_top_level_calls_only():
     torch = pytest.importorskip("torch")
-    from perflab.toolkit.steps import install_module_calls
+    from perflab.toolkit.compile_watch import Hider
+    from perflab.toolkit.step_hooks import install_calls
 
     calls = []
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(4, 2)))
-    uninstall = install_module_calls(torch, lambda: calls.append(1))
+    uninstall = install_calls(torch, calls.append, Hider())
     try:
         x = torch.zeros(1, 4)
         for _ in range(3):
@@ -129,16 +131,18 @@ def test_module_hook_counts_top_level_calls_only():
     finally:
         uninstall()
     model(x)
-    assert len(calls) == 4
+    assert calls == ["module"] * 4
     assert torch.nn.Module.__call__ is not None and not hasattr(torch.nn.Module.__call__, "__wrapped__")
+    assert not hasattr(torch.compile, "__wrapped__") and not hasattr(torch.cuda.graphs.CUDAGraph.replay, "__wrapped__")
 
 
 def test_marker_hook_counts_outermost_named_ranges():
     torch = pytest.importorskip("torch")
-    from perflab.toolkit.steps import install_marker
+    from perflab.toolkit.compile_watch import Hider
+    from perflab.toolkit.step_hooks import install_marker
 
     calls = []
-    uninstall = install_marker(torch, "iter", lambda: calls.append(1))
+    uninstall = install_marker(torch, "iter", lambda: calls.append(1), Hider())
     try:
         for _ in range(3):
             with torch.profiler.record_function("iter"):
@@ -206,3 +210,65 @@ def test_a_failing_profiler_never_raises_into_the_script():
     assert d.error == "RuntimeError: kineto said no" and d.finished and done == [True]
     d.module_called()
     assert d.boundaries == 1
+
+
+def watched_detector(warmup=3):
+    from perflab.toolkit.compile_watch import CompileWatch
+
+    log, watch = [], CompileWatch()
+    return StepDetector(lambda: FakeSession(log), warmup=warmup, watch=watch), log, watch
+
+
+def test_warmup_counts_only_steady_steps():
+    d, log, watch = watched_detector(warmup=3)
+    d.called("compiled")          # step 1 begins: the first call compiles
+    watch.start("torch.compile")
+    d.tick()                      # a boundary during compilation is none
+    d.called("compiled")          # nested in the compile (a call made while tracing): not a boundary either
+    watch.end()
+    assert d.boundaries == 1 and log == []
+    d.called("compiled")          # step 1 ends: it compiled, so it is no warm-up
+    d.called("compiled")          # step 2 was steady: warm-up 1
+    assert log == [] and d.skipped == 1
+    d.called("compiled")          # step 3 steady: warm-up 2; step 4 is the profiler's own warm-up
+    assert kinds(log) == ["new", "begin"]
+    d.called("compiled")
+    assert kinds(log) == ["new", "begin", "step"]
+    assert d.describe() == "top-level torch.compile'd function calls"
+    assert d.compile_facts()["events"] == 1 and d.compile_facts()["skipped_steps"] == 1
+
+
+def test_compile_inside_the_recorded_steps_restarts_the_recording_then_is_kept():
+    from perflab.toolkit.steps import MAX_RESTARTS
+
+    d, log, watch = watched_detector(warmup=0)
+    d.called()
+    d.called()
+    assert kinds(log) == ["new", "begin", "step"]
+    for i in range(MAX_RESTARTS):
+        watch.start("torch.compile (cudagraph_recording)")  # a recompile, a CUDA graph recorded
+        watch.end()
+        d.called()
+        assert kinds(log)[-3:] == ["discard", "new", "begin"] and d.restarts == i + 1
+    watch.start("cuda-graph-capture")
+    watch.end()
+    d.called()
+    assert kinds(log)[-1] == "step" and d.compile_facts()["in_recorded_steps"]
+
+
+def test_a_slice_that_imported_is_not_steady():
+    d, log, watch = watched_detector(warmup=2)
+    d.tick()
+    d.imported()
+    d.tick()
+    assert log == []
+    d.tick()
+    assert kinds(log) == ["new", "begin"] and d.describe() == "time slices (no top-level call seen)"
+
+
+def test_graph_replays_and_modules_are_top_level_calls():
+    d, log = detector()
+    d.called("graph")
+    d.called("graph")
+    d.called("module")
+    assert d.describe() == "top-level CUDA graph replay and nn.Module calls"

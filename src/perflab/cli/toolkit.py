@@ -83,6 +83,8 @@ def profile(
     where = run.traces[0] if len(run.traces) == 1 else f"{out} ({len(run.traces)} ranks)"
     print(f"perflab: {first['recorded_steps']} steps recorded ({first['steps_by']}) after {warmup} warm-up "
           f"-> {where}")
+    for line in lib.compile_lines(first):
+        print(line)
     traces = run.traces[0] if len(run.traces) == 1 else out
     report = _diagnose_quietly(traces)
     _remember(found, out, report)

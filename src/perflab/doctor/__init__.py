@@ -79,10 +79,12 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                    context=None) -> Report:
     """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
     analyses are then computed once for the caller and the doctor)."""
+    from perflab.analysis.compile_work import compile_work
     from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
     from perflab.analysis.lanes import stream_lanes
     from perflab.analysis.speed_of_light import summarized
     from perflab.analysis.links import gpu_rows
+    from perflab.doctor import steady_state
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
     from perflab.doctor.rules.system import healthy
@@ -94,13 +96,18 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
                          **_cut_short(trace, ctx.windows)}}
     _capture_facts(trace, source)
-    notes = data_notes(traces) + source.get("notes", [])
+    work = compile_work(trace, ctx.windows)
+    notes = data_notes(traces) + source.get("notes", []) + ([work["summary"]] if work["summary"] else [])
     if notes:
         source["notes"] = notes
+    unfit = steady_state.unfit(trace, work, source, {"summary": ctx.summary})
+    if unfit is not None:  # kernels not recorded, or a window of compilation: no rule can judge it
+        return unfit
     if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
         from perflab.doctor.cpu import cpu_report
 
-        return cpu_report(trace, Report(source=source, verdict="", findings=[], analyses={"summary": ctx.summary}))
+        return cpu_report(trace, Report(source=source, verdict="", findings=[],
+                                        analyses={"summary": ctx.summary, "compile_work": work}))
     findings = rank_findings(run_rules(ctx))
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {
@@ -114,6 +121,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         "busy": ctx.busy,
         "timeline": stream_lanes(trace, ctx.windows),
         "speed_of_light": summarized(ctx.sol),
+        "compile_work": work,
         "hta": {"temporal_breakdown": temporal_breakdown(traces),
                 "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
     }

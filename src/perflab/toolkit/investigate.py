@@ -132,7 +132,7 @@ class Walk:
 
     def level1(self) -> Any:
         from perflab.doctor.investigation_system import read_level1
-        from perflab.toolkit.profile import profile_command
+        from perflab.toolkit.profile import compile_lines, profile_command
 
         o, rec = self.opts, {"log": "level1.log"}
         self.record["levels"]["1"] = rec
@@ -145,6 +145,7 @@ class Walk:
         first = next((p for p in run.processes if p.get("trace")), run.processes[0] if run.processes else {})
         rec.update(returncode=run.returncode, steps_by=first.get("steps_by"),
                    recorded_steps=first.get("recorded_steps"), memory=first.get("memory"),
+                   compile=first.get("compile"),
                    traces=[p.name for p in run.traces], output_tail=tail(self.out / "level1.log"))
         if state.get("timed_out"):
             rec.update(status="timed-out", error=f"the program ran past the time limit ({o.timeout_s:g} s) and was "
@@ -156,6 +157,8 @@ class Walk:
             rec.update(status="failed", error=f"no trace written: {run.explain_missing(self.target, o.warmup)}")
         else:
             rec["status"] = "done"
+        for line in compile_lines(first):
+            self.progress(1, line.removeprefix("perflab: "))
         self.progress(1, "reading the trace: the doctor, speed of light per op, the kernels to profile")
         l1 = read_level1(run.traces, self.out, kernels=o.kernels, min_gain_pct=o.min_gain_pct,
                          max_launches=o.max_launches)

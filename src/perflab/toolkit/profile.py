@@ -77,7 +77,8 @@ class Session:
     def recorded_steps(self) -> int:
         return max(0, min(self.begun - self.warmup, self.steps))
 
-    def begin(self) -> None:
+    def begin(self, first_step: int = 0) -> None:
+        """Start step `first_step` (its number in the trace: ProfilerStep#N counts the program's steps)."""
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -87,10 +88,12 @@ class Session:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch warns when warmup=0; that is the user's choice
             # The profiler's own warm-up step (traced, then dropped) is the last of ours.
-            sched = schedule(skip_first=max(self.warmup - 1, 0), wait=0, warmup=min(self.warmup, 1),
+            sched = schedule(skip_first=first_step + max(self.warmup - 1, 0), wait=0, warmup=min(self.warmup, 1),
                              active=self.steps, repeat=1)
         self._prof = profile(activities=activities, schedule=sched, on_trace_ready=self._save,
                              record_shapes=True, with_stack=self.stack, profile_memory=self.memory)
+        if first_step:
+            self._prof.step_num, self._prof.current_action = first_step, sched(first_step)
         self._prof.start()
         self.begun = 1
 
@@ -230,6 +233,23 @@ class ProfiledRun:
                     "mark steps with --marker")
         return (f"only {p['boundaries']} step(s) ({p['steps_by']}) and --warmup {warmup}: "
                 "nothing left to record; lower --warmup")
+
+
+def compile_lines(process: dict[str, Any]) -> list[str]:
+    """What one-time work (compile, graph capture, autotuning) did to the steps of a profiled process, for the user."""
+    facts = process.get("compile") or {}
+    if not facts.get("events"):
+        return []
+    kinds = ", ".join(sorted(facts.get("kinds") or {}))
+    lines = [f"perflab: {facts['seconds']:.1f} s of compilation/capture ({kinds}); "
+             f"{facts.get('skipped_steps', 0)} step(s) that held it were not counted as warm-up"]
+    if facts.get("restarts"):
+        lines.append(f"perflab: recording restarted {facts['restarts']} time(s): compile work came back inside the "
+                     "recorded steps")
+    if facts.get("in_recorded_steps"):
+        lines.append("perflab: the recorded steps still hold compile work (it kept coming back: new shapes? "
+                     "`TORCH_LOGS=recompiles` names the cause); the doctor's numbers include it")
+    return lines
 
 
 def bootstrap_missing(target: dict[str, str], processes: list[dict[str, Any]], doing: str) -> str | None:

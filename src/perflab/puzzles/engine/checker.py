@@ -18,6 +18,7 @@ from typing import Any, Callable
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import kinds, runner, stats
 from perflab.puzzles.engine.spec import Puzzle
+from perflab.toolkit.compile_watch import warm_until_steady, watching
 
 # (rtol, atol) for outputs of "the same math through different kernels" (reordered reductions, fusion).
 DTYPE_TOLERANCES = {
@@ -151,8 +152,10 @@ def time_pair(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str,
     """Interleaved timings in ms per step; each side repeats its step enough to last about SAMPLE_TARGET_MS."""
     def calibrated(module: Any, state: Any) -> stats.Sample:
         probe = runner.sampler(module.step, state, device)
-        for _ in range(TIMING_WARMUP):
-            probe()
+        with watching(runner._torch()) as watch:  # a torch.compile'd fix: no compile work in the timed steps
+            for _ in range(TIMING_WARMUP):
+                probe()
+            warm_until_steady(probe, watch)
         step_ms = statistics.median(probe() for _ in range(3))
         return runner.sampler(module.step, state, device, stats.inner_repeats(step_ms, SAMPLE_TARGET_MS))
 
