@@ -23,6 +23,7 @@ class Steps:
     end: np.ndarray
     found_by: str = "ProfilerStep ranges"
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # host rows that are the steps
+    on_gpu: bool = False   # start/end are GPU times (steps found from the GPU side): they are the windows
 
     def __len__(self) -> int:
         return int(self.number.size)
@@ -94,7 +95,8 @@ def _found_steps(trace: Trace) -> Steps:
     if found is None:
         empty = np.zeros(0)
         return Steps(np.zeros(0, dtype=np.int64), empty, empty, found_by="")
-    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows)
+    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows,
+                 on_gpu=found.how == "gpu")
 
 
 def step_completion(trace: Trace) -> np.ndarray:
@@ -105,7 +107,7 @@ def step_completion(trace: Trace) -> np.ndarray:
         steps = profiler_steps(trace)
         done = steps.end.copy()
         rows = gpu_rows(trace)
-        if not len(steps) or rows.size == 0:
+        if not len(steps) or rows.size == 0 or steps.on_gpu:
             return done
         links = launch_of(trace)[rows]
         when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
