@@ -290,6 +290,10 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     evidence = {**_idle_evidence(ctx), "unexplained_idle_pct": other, "host_wait_idle_pct": wait,
                 "queued_gap_pct": ctx.gaps.pct("queued"),
                 "idle_by_cause_pct": {c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}}
+    behind = ctx.gaps.behind
+    if behind.get("us", 0.0) > 0:
+        evidence.update({"queued_ahead_idle_pct": round(ctx.share(behind["us"]), 2),
+                         "queued_ahead_lead_ms": round(behind["lead_ms"], 2)})
     if wait > other:  # the host thread sat in a wait (a queue, a poll for requests): no host cause to fix here
         from perflab.analysis.waits import thread_waits
 
@@ -305,10 +309,17 @@ def gpu_idle(ctx: Context) -> list[Finding]:
             "rank; the GPU is not the bottleneck while it waits.",
             ctx.gaps.examples.get("wait", []) + ctx.gaps.examples.get("other", []),
         )
+    ahead = ""
+    if ctx.share(behind.get("us", 0.0)) >= 0.5 * other > 0:
+        ahead = (f" ~{ctx.share(behind['us']):.0f}% of step time the GPU sat idle after the host had launched the "
+                 f"next work (a median {behind['lead_ms']:,.1f} ms before it ran): the host was ahead, not the cause; "
+                 "the GPU ran work the trace does not hold (launched before profiling began, another process) or "
+                 "waited on another stream or event.")
     return _finding(
         "gpu-idle", gain,
         f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{other:.0f}% of step time is idle with no "
-        "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping).",
+        "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping)."
+        + ahead,
         evidence,
         "Look at what the queued work waits for: cross-stream events, collectives on other ranks, "
         "allocator or synchronization points; then remove the dependency or overlap it.",
