@@ -126,10 +126,9 @@ def host_compute(ctx: Context) -> list[Finding]:
                       "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
     if per_shape:
         top += ". " + words(per_shape)
-        fix_first += ("This is a one-time cost per new shape, not steady-state work: keep shapes static (a static KV "
-                      "cache, inputs padded to a few bucket sizes) so each is built once, warm every shape up before "
-                      "the measured or served run, or pick a backend that builds no per-shape plan; then profile the "
-                      "steady state. ")
+        fix_first += ("This is a one-time cost per new shape, not steady-state work: keep shapes static (a static KV cache, "
+                      "inputs padded to a few bucket sizes), warm every shape up before the measured or served run, or "
+                      "pick a backend that builds no per-shape plan; then profile the steady state. ")
     if once and not warmup and not per_shape:
         top += ". It runs once in the analysed window"
         fix_first += (f"{ops[0]['name']} runs once here: if it is one-time set-up (JIT compilation, module loading, "
@@ -299,8 +298,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     evidence = {**_idle_evidence(ctx), "unexplained_idle_pct": other, "host_wait_idle_pct": wait,
                 "queued_gap_pct": ctx.gaps.pct("queued"),
                 "idle_by_cause_pct": {c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}}
-    behind = ctx.gaps.behind
-    if behind.get("us", 0.0) > 0:
+    if (behind := ctx.gaps.behind).get("us", 0.0) > 0:
         evidence.update({"queued_ahead_idle_pct": round(ctx.share(behind["us"]), 2),
                          "queued_ahead_lead_ms": round(behind["lead_ms"], 2)})
     if wait > other:  # the host thread sat in a wait (a queue, a poll for requests): no host cause to fix here
