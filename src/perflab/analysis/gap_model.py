@@ -18,6 +18,7 @@ class GapAnalysis:
     copy_idle: dict[str, float] = field(default_factory=dict)  # copy idle by direction, plus "pageable"
     sync: dict = field(default_factory=dict)
     examples: dict[str, list[dict]] = field(default_factory=dict)
+    behind: dict = field(default_factory=dict)   # idle after the host had launched the next work >= 1 ms ahead
 
     def pct(self, cause: str) -> float:
         return 100.0 * self.by_cause.get(cause, 0.0) / self.window_us if self.window_us else 0.0
@@ -45,6 +46,8 @@ def merge_parts(parts: list[GapAnalysis], per_cause: int = 5) -> GapAnalysis:
             out.gap_count[c] += p.gap_count.get(c, 0)
         for k, v in p.copy_idle.items():
             out.copy_idle[k] = out.copy_idle.get(k, 0.0) + v
+        for k, v in p.behind.items():
+            out.behind[k] = max(out.behind.get(k, 0.0), v) if k.endswith("_ms") else out.behind.get(k, 0.0) + v
         for k, v in p.sync.items():
             out.sync[k] = out.sync.get(k, 0) + v
         for k, events in p.examples.items():

@@ -23,6 +23,8 @@ For each gap (no kernel, copy or memset running on the device) we look at what t
   most of it: the host is slow inside that call (a long one is host work, a short one launching).
 - alloc: the host was inside device allocator calls (cudaMalloc, cudaFree, ...: analysis.allocator), or the GPU
   ran dry inside a free and the gap is the host's short restart after it (a cudaFree drains the device first).
+- other also: the part of a host or launch gap after the launch of the work that ends it returned, when that
+  work started >= 1 ms after it (the host ran far ahead: the GPU was not waiting for the host then).
 - wait: the host was blocked in a wait for something other than the GPU (a queue, a poll for requests,
   another process: analysis.waits): the GPU had no work to do, the host did not compute.
 """
@@ -49,6 +51,7 @@ HOST_OP_MIN_US = 50.0       # an op launching nothing for this long is work, not
 LATENCY_US = 20.0           # a blocking call returns within this after the GPU ran dry, else it waits on more
 MAJORITY = 0.5
 SMALL_COPY_BYTES = 1 << 20  # copies this small between two syncs are the round trip itself
+DEEP_QUEUE_US = 1000.0      # a GPU op starting this long after its launch returned was queued behind other work
 
 
 def main_device(trace: Trace) -> int:
@@ -160,6 +163,15 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     sync_cost = (blocking["held"] + np.where(own_work, 0.0, blocking["overlap"])) * scale
 
     rest = np.maximum(inside - sync_cost - ext_wait, 0.0)
+    # The host had already launched the work that ends the gap, milliseconds before the GPU started it: from
+    # the end of that launch on, the GPU did not wait for the host (it ran work the trace does not show, or
+    # waited on another stream or event); only the part before the launch can be the host's.
+    behind = np.where((cause == HOST) | (cause == LAUNCH), np.clip(ge - np.maximum(launch_end, gs), 0.0, None), 0.0)
+    behind = np.where(ge - launch_end >= DEEP_QUEUE_US, np.minimum(behind * scale, rest), 0.0)
+    rest = rest - behind
+    ext_wait = ext_wait + behind
+    deep = behind > 0
+    lead = ge[deep] - launch_end[deep]
     by_cause = {c: float(rest[cause == k].sum()) for k, c in enumerate(CAUSES)}
     counts = {c: int(np.count_nonzero((cause == k) & (rest > 0))) for k, c in enumerate(CAUSES)}
     on_copy = blocking["on_copy"]
@@ -189,6 +201,8 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
         device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
         by_cause=by_cause, gap_count=counts, copy_idle=copy_idle, sync=sync_info,
         examples=examples(trace, gaps, CAUSES),
+        behind={"us": float(behind.sum()), "gaps": int(deep.sum()),
+                "lead_ms": float(np.median(lead)) / 1e3 if lead.size else 0.0},
     )
 
 

@@ -134,7 +134,9 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
     order = np.argsort(trace.ts[kernels], kind="stable")
     kernels, ops = kernels[order], ops[order]
     dur = trace.dur
-    no_op = ops < 0
+    # a CUDA-graph replay ties its kernels to the op around cudaGraphLaunch (a compiled region), not to the
+    # ops that launched them at capture: their work is unknown to this trace, whatever that op's shapes
+    no_op = (ops < 0) | _replayed(trace, kernels)
     _orphans(trace, kernels[no_op], unmodelled)
     unshaped = ~no_op
     unshaped[unshaped] = trace.shape[ops[unshaped]] < 0
@@ -208,11 +210,16 @@ def _orphans(trace: Trace, rows: np.ndarray, unmodelled: dict) -> None:
     """Kernels tied to no op: launched by a CUDA-graph replay, or by no op the trace recorded (summed per name)."""
     if not rows.size:
         return
-    by = launch_of(trace)[rows]
-    replay = np.zeros(rows.size, dtype=bool)
-    replay[by >= 0] = trace.name_table_mask(lambda n: "GraphLaunch" in n)[by[by >= 0]]
+    replay = _replayed(trace, rows)
     for why, mask in (("graph_replay", replay), ("no_op", ~replay)):
         _sum_by_name(trace, rows[mask], trace.dur[rows[mask]], unmodelled, why)
+
+
+def _replayed(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    by = launch_of(trace)[rows]
+    out = np.zeros(rows.size, dtype=bool)
+    out[by >= 0] = trace.name_table_mask(lambda n: "GraphLaunch" in n)[by[by >= 0]]
+    return out
 
 
 def _sum_by_name(trace: Trace, rows: np.ndarray, us: np.ndarray, unmodelled: dict, why: str) -> None:

@@ -12,6 +12,8 @@ repetitions in two ways:
   data-loading range) while the GPU work between consecutive markers makes up most of the trace's: the
   steps run from one start of the marker to the next.
 
+- replays (analysis/gpu_steps.py), when the host shows neither: one CUDA-graph replay per step, on the GPU side.
+
 Operators of the dispatcher (`aten::mm`, autograd nodes, ...) are layers of a step, never steps; nor
 are communication ranges or the DataLoader. When nothing qualifies there are no steps and the
 analyses use the span of the GPU work. `found_by` says in words which way was used. Pure: no torch.
@@ -46,7 +48,7 @@ class Found:
     start: np.ndarray
     end: np.ndarray
     rows: np.ndarray   # host rows that are the step ranges themselves (empty for iterations)
-    how: str           # "ranges" | "iterations"
+    how: str           # "ranges" | "iterations" | "gpu" (start/end are GPU times: analysis.gpu_steps)
     found_by: str      # in words, for the report
 
 
@@ -84,6 +86,19 @@ def _launched(when: np.ndarray, cum: np.ndarray, lo: np.ndarray, hi: np.ndarray)
 
 
 def find_steps(trace: Trace) -> Found | None:
+    """Host ranges or iterations first; without them, CUDA-graph replays on the GPU side."""
+    from perflab.analysis.gpu_steps import graph_replays, replay_words
+
+    found = _host_steps(trace)
+    if found is not None:
+        return found
+    r = graph_replays(trace)
+    if r is None:
+        return None
+    return Found(r.start.copy(), r.end.copy(), np.zeros(0, dtype=np.int64), "gpu", replay_words(trace, r))
+
+
+def _host_steps(trace: Trace) -> Found | None:
     when, work = _gpu_work(trace)
     total = float(work.sum())
     if when.size == 0 or total <= 0:

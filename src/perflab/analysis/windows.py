@@ -23,6 +23,7 @@ class Steps:
     end: np.ndarray
     found_by: str = "ProfilerStep ranges"
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # host rows that are the steps
+    on_gpu: bool = False   # start/end are GPU times (steps found from the GPU side): they are the windows
 
     def __len__(self) -> int:
         return int(self.number.size)
@@ -94,7 +95,8 @@ def _found_steps(trace: Trace) -> Steps:
     if found is None:
         empty = np.zeros(0)
         return Steps(np.zeros(0, dtype=np.int64), empty, empty, found_by="")
-    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows)
+    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows,
+                 on_gpu=found.how == "gpu")
 
 
 def step_completion(trace: Trace) -> np.ndarray:
@@ -105,7 +107,7 @@ def step_completion(trace: Trace) -> np.ndarray:
         steps = profiler_steps(trace)
         done = steps.end.copy()
         rows = gpu_rows(trace)
-        if not len(steps) or rows.size == 0:
+        if not len(steps) or rows.size == 0 or steps.on_gpu:
             return done
         links = launch_of(trace)[rows]
         when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
@@ -144,14 +146,44 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         end = np.minimum(step_completion(trace), _recorded_end(trace))
         keep = end > steps.start
         start, end = merge(steps.start[keep], end[keep])
-        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), steps.found_by)
+        start, found_by = _head_on_gpu(trace, start, end, steps.found_by)
+        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), found_by)
     rows = gpu_rows(trace)
     if rows.size:  # from the first launch to the end of the last GPU op (or where the GPU records stop)
         links = launch_of(trace)[rows]
         first = min(float(trace.ts[rows].min()), float(trace.ts[links[links >= 0]].min(initial=np.inf)))
         last = min(float(trace.end[rows].max()), records_end(trace))
-        return Windows(np.array([first]), np.array([max(last, first)]), "gpu-span", (), _NO_STEPS + "GPU work")
+        start, found_by = _head_on_gpu(trace, np.array([first]), np.array([max(last, first)]), _NO_STEPS + "GPU work")
+        return Windows(start, np.array([max(last, first)]), "gpu-span", (), found_by)
     return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span", (), _NO_STEPS + "trace")
+
+
+DEEP_QUEUE_US = 1000.0   # analysis/gaps.py: an op starting this long after its launch returned was queued
+
+
+def _head_on_gpu(trace: Trace, start: np.ndarray, end: np.ndarray, found_by: str) -> tuple[np.ndarray, str]:
+    """A window whose first GPU op started >= 1 ms after its launch returned begins at that op: before it the
+    GPU ran work the trace does not hold (launched before profiling began) while the host ran ahead, so the
+    idle the trace shows there is no one's wait."""
+    rows = gpu_rows(trace)
+    if rows.size == 0 or start.size == 0:
+        return start, found_by
+    ts = np.sort(trace.ts[rows])
+    order = np.argsort(trace.ts[rows], kind="stable")
+    links = launch_of(trace)[rows[order]]
+    i = np.searchsorted(ts, start)
+    ok = (i < ts.size)
+    i = np.minimum(i, ts.size - 1)
+    first, link = ts[i], links[i]
+    lead = np.where(link >= 0, first - trace.end[np.maximum(link, 0)], 0.0)
+    move = ok & (first < end) & (first > start) & (lead >= DEEP_QUEUE_US)
+    if not move.any():
+        return start, found_by
+    cut = float((first - start)[move].sum())
+    new = np.where(move, first, start)
+    return new, (found_by + f"; {cut / 1e3:,.1f} ms cut from the start of the windows: their first GPU op ran "
+                 f"{float(lead[move].max()) / 1e3:,.1f} ms after its launch, the GPU busy with work launched "
+                 "before the trace began")
 
 
 _NO_STEPS = ("no steps found (no ProfilerStep, NVTX step range, repeated annotation or iteration that launches "

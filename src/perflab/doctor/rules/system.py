@@ -86,10 +86,11 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 @rule
 def host_compute(ctx: Context) -> list[Finding]:
     from perflab.analysis.host import first_call_outlier, stray_call_outlier
+    from perflab.analysis.shape_warmup import new_shape_costs, words
 
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
-    top, warmup, stray, fix_first, once = "", None, None, "", False
+    top, warmup, stray, fix_first, once, per_shape = "", None, None, "", False, None
     nsys = ctx.trace.meta.get("source") == "nsys"
     if not ops:
         top = ("; no recorded range or call holds it: it is host code between CUDA calls (NVTX ranges, or nsys's "
@@ -110,7 +111,8 @@ def host_compute(ctx: Context) -> list[Finding]:
             top = (f"; no recorded op holds it (the top one, {o['name']}, {share:.0f}%): it is Python code between "
                    "ops (with_stack=True or a sampler such as py-spy names the functions)")
         once = _runs_once(ctx, o["name"])
-        warmup = first_call_outlier(ctx.trace, o["name"])
+        per_shape = new_shape_costs(ctx.trace, o["name"], ctx.windows)
+        warmup = None if per_shape else first_call_outlier(ctx.trace, o["name"])
         stray = None if warmup else stray_call_outlier(ctx.trace, o["name"])
         if o["name"].startswith("Torch-Compiled Region"):
             fix_first = ("The host time is a torch.compile'd region's own overhead (guards, its Python wrapper, one "
@@ -122,14 +124,19 @@ def host_compute(ctx: Context) -> list[Finding]:
                 "profiled window")
         fix_first += ("First profile the steady state: run a few steps before profiling, or use "
                       "torch.profiler.schedule(wait=1, warmup=2, active=3) with prof.step(); then read the trace again. ")
-    if once and not warmup:
+    if per_shape:
+        top += ". " + words(per_shape)
+        fix_first += ("This is a one-time cost per new shape, not steady-state work: keep shapes static (a static KV cache, "
+                      "inputs padded to a few bucket sizes), warm every shape up before the measured or served run, or "
+                      "pick a backend that builds no per-shape plan; then profile the steady state. ")
+    if once and not warmup and not per_shape:
         top += ". It runs once in the analysed window"
         fix_first += (f"{ops[0]['name']} runs once here: if it is one-time set-up (JIT compilation, module loading, "
                       "allocation, initialization), profile the steady state instead: run a few iterations first, "
                       + ("then capture only the iterations (cudaProfilerStart/Stop around them and `nsys profile "
                          "--capture-range=cudaProfilerApi`, or --capture-range=nvtx). " if nsys else
                          "then profile with torch.profiler.schedule(wait=1, warmup=2, active=3) and prof.step(). "))
-    if stray:
+    if stray and not per_shape:
         top += (f". One of its {stray['calls']} calls takes {stray['longest_ms']:.2f} ms, the median of the others "
                 f"{stray['median_ms']:.3f} ms: a thread descheduled on a busy host looks like this")
         fix_first += ("First profile again (more steps, a quieter machine): if that one stalled call goes, so does "
@@ -140,6 +147,7 @@ def host_compute(ctx: Context) -> list[Finding]:
         {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
          **({"top_op_calls_in_window": 1} if once else {}),
+         **({"one_time_per_shape": per_shape} if per_shape else {}),
          **({"stray_call": stray} if stray else {})},
         fix_first + "Move the CPU work off the critical path: precompute it, vectorize it or run it on the GPU, or "
         "overlap it with GPU work (prepare step N+1 while step N runs; a background thread or worker). "
@@ -290,6 +298,9 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     evidence = {**_idle_evidence(ctx), "unexplained_idle_pct": other, "host_wait_idle_pct": wait,
                 "queued_gap_pct": ctx.gaps.pct("queued"),
                 "idle_by_cause_pct": {c: round(ctx.gaps.pct(c), 2) for c in ctx.gaps.by_cause}}
+    if (behind := ctx.gaps.behind).get("us", 0.0) > 0:
+        evidence.update({"queued_ahead_idle_pct": round(ctx.share(behind["us"]), 2),
+                         "queued_ahead_lead_ms": round(behind["lead_ms"], 2)})
     if wait > other:  # the host thread sat in a wait (a queue, a poll for requests): no host cause to fix here
         from perflab.analysis.waits import thread_waits
 
@@ -305,10 +316,17 @@ def gpu_idle(ctx: Context) -> list[Finding]:
             "rank; the GPU is not the bottleneck while it waits.",
             ctx.gaps.examples.get("wait", []) + ctx.gaps.examples.get("other", []),
         )
+    ahead = ""
+    if ctx.share(behind.get("us", 0.0)) >= 0.5 * other > 0:
+        ahead = (f" ~{ctx.share(behind['us']):.0f}% of step time the GPU sat idle after the host had launched the "
+                 f"next work (a median {behind['lead_ms']:,.1f} ms before it ran): the host was ahead, not the cause; "
+                 "the GPU ran work the trace does not hold (launched before profiling began, another process) or "
+                 "waited on another stream or event.")
     return _finding(
         "gpu-idle", gain,
         f"The GPU is idle {100 - ctx.gpu_busy_pct:.0f}% of step time; ~{other:.0f}% of step time is idle with no "
-        "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping).",
+        "host cause in the trace (waits on other streams, events or ranks, or torch.profiler's own bookkeeping)."
+        + ahead,
         evidence,
         "Look at what the queued work waits for: cross-stream events, collectives on other ranks, "
         "allocator or synchronization points; then remove the dependency or overlap it.",
