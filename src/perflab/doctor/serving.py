@@ -28,7 +28,8 @@ from perflab.doctor.finding import rank as rank_findings
 STALL_RATIO = {"high": 3.0, "medium": 2.0}   # ITL p99 / p50
 MIN_STALLED_WITH_PREFILL_PCT = 50.0
 MIN_STALLED_GAPS_PCT = 1.0                     # fewer stalls than this and the p99 is not one of them
-PADDING_GAIN = {"high": 20.0, "medium": 5.0}   # forwards the padding while waiting cost, % of all forwards
+PADDING_GAIN = {"high": 20.0, "medium": 5.0}
+CANNOT_JUDGE = ("prefill-stall", "padded-batch", "per-request records")   # a note naming one: a judgement missing   # forwards the padding while waiting cost, % of all forwards
 
 
 def prefill_step_ratio(s: dict[str, Any]) -> float | None:
@@ -97,7 +98,9 @@ def padded_batch(p: dict[str, Any], analytic: dict[str, Any] | None = None) -> F
 
 def findings_for(stream: st.Stream, analytic: dict[str, Any] | None = None) -> tuple[list[Finding], dict[str, Any]]:
     """The serving findings of a stream and the analyses behind them (with `cannot_judge`: what the input lacks)."""
-    analyses: dict[str, Any] = {"stalls": st.stalls(stream), "cannot_judge": list(stream.notes)}
+    judged = [n for n in stream.notes if n.split(":")[0] in CANNOT_JUDGE]
+    analyses: dict[str, Any] = {"stalls": st.stalls(stream), "cannot_judge": judged,
+                                "notes": [n for n in stream.notes if n not in judged]}
     found = []
     if stream.tokens_ms and analyses["stalls"]["gaps"] == 0:
         analyses["cannot_judge"].append("prefill-stall: no request has two tokens")

@@ -170,12 +170,13 @@ class Engine:
         f = self._run("prefill")
         self.prefilled[request] = self.prompt_len
         self._emit(f, slot, request)
-        self._note("prefill", 1, self.prompt_len)   # live: the rows that emitted a token (a prefill: its one)
+        self._note("prefill", 1, self.prompt_len, len(self.waiting()))   # live: the rows that emitted a token (a prefill: its one)
 
     def decode(self) -> None:
         """One forward of all slots: every live request gets its next token."""
+        waiting = len(self.waiting())      # the requests that could have used this forward's rows
         f = self._run("decode")
-        self._note("decode", self._decode_rows(f), 0)
+        self._note("decode", self._decode_rows(f), 0, waiting)
 
     def mixed(self, request: int, slot: int) -> None:
         """One forward of all slots' decode rows and the next `chunk` tokens of request's prompt into slot; the
@@ -191,12 +192,13 @@ class Engine:
         self._slot.fill_(slot)
         self._off.fill_(self.prefilled[request])
         self._after.fill_(self.prompt_len if done == self.prompt_len else self.model.max_seq - 1)
+        waiting = len(self.waiting())
         f = self._run("mixed")
         live = self._decode_rows(f)
         self.prefilled[request] = done
         if done == self.prompt_len:
             self._emit(f, slot, request)
-        self._note("mixed", live, self.chunk)
+        self._note("mixed", live, self.chunk, waiting)
 
     def _decode_rows(self, f: int) -> int:
         live = 0
@@ -225,12 +227,12 @@ class Engine:
         self._where[request].append(f * self.slots + slot)
         self.generated[request] += 1
 
-    def _note(self, kind: str, live: int, prefill_tokens: int) -> None:
+    def _note(self, kind: str, live: int, prefill_tokens: int, waiting: int) -> None:
         self._kinds.append(kind)
         self._live.append(live)
         self._prefill_tokens.append(prefill_tokens)
         self._clock_after.append(self.clock)
-        self._waiting.append(len(self.waiting()))
+        self._waiting.append(waiting)
 
     # -- results -------------------------------------------------------------------------------------
     def outputs(self) -> Any:

@@ -3,8 +3,8 @@
 An LLM server with continuous batching (the fix of continuous-batching) serving a stream of long prompts.
 Every request carries a long context, a 4,096-token prompt (retrieved documents and a question), and wants a
 short answer, 16 to 128 tokens, long-tailed (`serving.output_lengths`, drawn once from LENGTH_SEED). The
-requests do not come at once: request 0 is there at the start, then one more arrives every ARRIVAL_GAP
-decoding forwards (the engine's clock: `engine.arrived(r)`, `engine.waiting()`), so new prompts keep coming
+requests do not come at once: request 0 is there at the start, then one more arrives every 10 decoding
+forwards (`size["gap"]`) (the engine's clock: `engine.arrived(r)`, `engine.waiting()`), so new prompts keep coming
 while earlier requests decode. The model is a Llama-shaped decoder with random weights: Llama-3.2-1B's layer
 shapes (hidden 2048, 32 query and 8 KV heads of 64, MLP 8192, vocab 128,256), four layers of them, bf16
 (perflab/workloads/llama.py). Each request decodes its given answer (teacher-forced), so that the schedule
@@ -31,10 +31,12 @@ from __future__ import annotations
 from perflab.workloads import llama, serving, sizes
 
 SIZE = {"model": "LLAMA_3_2_1B", "layers": 4, "slots": 16, "requests": 48, "prompt": 4096, "chunk": 512,
-        "min_new": 16, "max_new": 128, "gap": 6}
+        "min_new": 16, "max_new": 128, "gap": 10}
 SMOKE_SIZE = {"model": "SMOKE", "layers": 1, "slots": 4, "requests": 10, "prompt": 16, "chunk": 4,
-              "min_new": 2, "max_new": 12, "gap": 2}
+              "min_new": 2, "max_new": 12, "gap": 5}
 LENGTH_SEED = 7
+# size["gap"]: more decoding forwards than a prompt has chunks (4,096 / 512 = 8), so a schedule that
+# prefills one chunk per forward keeps up with the arrivals (else its queue, and every TTFT, would grow)
 
 
 def _size(device: str) -> dict:
