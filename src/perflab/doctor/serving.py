@@ -25,7 +25,7 @@ from perflab.analysis import serving_stalls as st
 from perflab.doctor.finding import Finding, Report
 from perflab.doctor.finding import rank as rank_findings
 
-STALL_RATIO = {"high": 3.0, "medium": 2.0}   # ITL p99 / p50
+STALL_RATIO = {"high": 4.0, "medium": 2.5}   # ITL p99 / p50: the gain to 2 x p50 at least 50 % / 20 %
 MIN_STALLED_WITH_PREFILL_PCT = 50.0
 MIN_STALLED_GAPS_PCT = 1.0                     # fewer stalls than this and the p99 is not one of them
 PADDING_GAIN = {"high": 20.0, "medium": 5.0}
@@ -130,7 +130,7 @@ def report(stream: st.Stream, source: dict[str, Any], analytic: dict[str, Any] |
         findings = [Finding(id="healthy", severity="info", gain_pct=0.0,
                             evidence={k: s.get(k) for k in ("itl_p50_ms", "itl_p99_ms", "itl_p99_over_p50",
                                                             "tpot_p50_ms", "tpot_p99_ms")},
-                            summary=_healthy(s),
+                            summary=_healthy(s, "padding" in analyses),
                             fix="Nothing to fix in the schedule this file shows.")]
         verdict = findings[0].summary
     else:
@@ -141,13 +141,13 @@ def report(stream: st.Stream, source: dict[str, Any], analytic: dict[str, Any] |
     return Report(source=source, verdict=verdict, findings=findings, analyses=analyses)
 
 
-def _healthy(s: dict[str, Any]) -> str:
+def _healthy(s: dict[str, Any], padding_seen: bool) -> str:
     text = f"No long prefill stalls the decodes: ITL p99 {s['itl_p99_ms']:.3g} ms is {s['itl_p99_over_p50']:.1f}x the median"
     step_ratio = prefill_step_ratio(s)
     if s["itl_p99_over_p50"] >= STALL_RATIO["medium"] and step_ratio is not None:
         text += (f", but a step that prefills costs {step_ratio:.1f}x a decode step: the spikes are several short "
                  "steps in a row, not one long prefill")
-    return text + "; no padded batch seen."
+    return text + ("; no padded batch." if padding_seen else ".")
 
 
 def _reported(s: dict[str, Any], reported: dict[str, Any]) -> str:
