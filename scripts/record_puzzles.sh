@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Record puzzles on the GPU machine within a time budget (one device call). From the repo root:
 #   source scripts/device_env.sh && BUDGET=300 bash scripts/record_puzzles.sh ID [ID...]
+# e.g. the serving puzzles in one single-GPU call of at most 150 s:
+#   source scripts/device_env.sh && BUDGET=150 bash scripts/record_puzzles.sh chunked-prefill continuous-batching
 # scripts/record_artifacts.py records each puzzle (traces, ncu reports, timings) and checks it (the solution
 # must pass, the starter must fail; nothing is written for a puzzle that does not behave: --keep-failed keeps
 # its check folders). It starts no puzzle after BUDGET - 60 s; `timeout` ends the whole run at BUDGET.

@@ -231,10 +231,12 @@ def checking(variant: str, state_fn=None) -> kinds.Checking:
 
 
 def test_the_fix_check_reads_the_fixs_own_log():
+    """The serving doctor on the fix's own log: padded-batch gone for the solution, standing for the starter."""
     good = sv.fix_evidence(checking("solution"), None)
-    assert good.ok and good.planted == PUZZLE.check.planted and "0.0 %" in good.found[-1]
+    assert good.ok and good.planted == PUZZLE.check.planted == "padded-batch"
+    assert not any(f.startswith("padded-batch") for f in good.found)
     bad = sv.fix_evidence(checking("starter"), None)
-    assert not bad.ok and re.search(r"while requests waited: [1-9]\d*\.\d %", bad.found[-1])
+    assert not bad.ok and re.search(r"padded-batch \((high|medium)\): \d+ % of the decode rows", " ".join(bad.found))
     lost = sv.fix_evidence(checking("solution", lambda d, s: {"no": "engine"}), None)
     assert not lost.ok and "state['engine']" in lost.found[-1]
 
@@ -243,7 +245,7 @@ def test_the_puzzle_toml():
     order = [p.id for p in catalog.load_catalog([catalog.BUILTIN])]
     assert order.index("continuous-batching") == order.index("batch-size-knee") + 1
     assert (PUZZLE.level, PUZZLE.check.speedup, PUZZLE.check.metric) == (2, 1.5, "time")
-    assert "serving" in PUZZLE.tools and PUZZLE.check.planted == "load-imbalance"
+    assert "serving" in PUZZLE.tools and PUZZLE.check.planted == "padded-batch"
     assert "perflab check continuous-batching" in PUZZLE.file("starter").read_text(encoding="utf-8")
     assert any(k.name == "serving" for k in kinds.kinds_for(PUZZLE))
 
@@ -257,9 +259,9 @@ def test_the_recording_shows_the_cause_and_its_fix():
     evidence that can see this cause: the engine's log."""
     ev = replay.recording(PUZZLE)
     slow, fixed = (sv.Serving().replay(ev, v)["summary"] for v in ("slow", "solution"))
-    assert slow["padded_while_waiting_pct"] > sv.MAX_PADDED_WHILE_WAITING_PCT >= fixed["padded_while_waiting_pct"]
+    assert slow["padded_while_waiting_pct"] > 50 and fixed["padded_while_waiting_pct"] == 0
     check = ev.measurements()["check"]
     assert check["solution"]["passed"] and not check["starter"]["passed"]
-    assert "serving log" in check["solution"]["evidence"]["what"]
+    assert "serving log" in check["solution"]["evidence"]["what"] or "engine log" in check["solution"]["evidence"]["what"]
     # the cost model's premise: a forward costs about the same in both schedules (README, section 2)
     assert abs(slow["ms_per_forward"] / fixed["ms_per_forward"] - 1) < 0.25, (slow, fixed)

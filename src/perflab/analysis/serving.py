@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 SCHEMA = "perflab.serving/1"
+DECODING = ("decode", "mixed")   # forward kinds in which every slot computes a decode row
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -35,28 +36,36 @@ def _ends(log: dict[str, Any]) -> list[float]:
     return ends
 
 
+def arrivals_ms(log: dict[str, Any]) -> list[float]:
+    """When each request arrived, ms from the stream's start: the end of the forward after which it arrived
+    (`arrival_forward`; a log without it, or -1: at the start, as a burst)."""
+    ends = _ends(log)
+    return [ends[f] if f >= 0 else 0.0 for f in log.get("arrival_forward") or [-1] * len(log["token_forwards"])]
+
+
 def requests(log: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per request: output_len, ttft_ms, tpot_ms (None for one token), latency_ms (its last token)."""
+    """Per request: output_len, arrival_ms, ttft_ms (from its arrival), tpot_ms (None for one token),
+    latency_ms (its last token, from its arrival)."""
     ends = _ends(log)
     out = []
-    for r, forwards in enumerate(log["token_forwards"]):
+    for r, (forwards, arrival) in enumerate(zip(log["token_forwards"], arrivals_ms(log))):
         first, last, n = ends[forwards[0]], ends[forwards[-1]], len(forwards)
-        out.append({"request": r, "output_len": n, "ttft_ms": first, "latency_ms": last,
-                    "tpot_ms": (last - first) / (n - 1) if n > 1 else None})
+        out.append({"request": r, "output_len": n, "arrival_ms": arrival, "ttft_ms": first - arrival,
+                    "latency_ms": last - arrival, "tpot_ms": (last - first) / (n - 1) if n > 1 else None})
     return out
 
 
 def batch_use(log: dict[str, Any]) -> dict[str, Any]:
     """How full the decode forwards ran: every slot computes a row; a row serves a request or is padding."""
     f = log["forwards"]
-    decode = [i for i, k in enumerate(f["kind"]) if k == "decode"]
+    decode = [i for i, k in enumerate(f["kind"]) if k in DECODING]
     slots = int(log["slots"])
     rows = slots * len(decode)
     live = sum(f["live"][i] for i in decode)
     waited = [i for i in decode if f["waiting"][i] > 0]
     waited_rows = slots * len(waited)
     waited_live = sum(f["live"][i] for i in waited)
-    return {"slots": slots, "prefill_forwards": len(f["kind"]) - len(decode), "decode_forwards": len(decode),
+    return {"slots": slots, "prefill_forwards": f["kind"].count("prefill"), "decode_forwards": len(decode),
             "decode_rows": rows, "live_rows": live,
             "padded_rows_pct": 100.0 * (rows - live) / rows if rows else 0.0,
             "mean_live_rows": live / len(decode) if decode else 0.0,
@@ -67,7 +76,7 @@ def batch_use(log: dict[str, Any]) -> dict[str, Any]:
 def summary(log: dict[str, Any]) -> dict[str, Any]:
     """Throughput over the stream and the latency percentiles every serving benchmark reports."""
     reqs = requests(log)
-    span_ms = max(r["latency_ms"] for r in reqs)
+    span_ms = max(r["arrival_ms"] + r["latency_ms"] for r in reqs)
     tokens = sum(r["output_len"] for r in reqs)
     out: dict[str, Any] = {"requests": len(reqs), "tokens": tokens, "makespan_ms": span_ms,
                            "requests_per_s": 1e3 * len(reqs) / span_ms, "tokens_per_s": 1e3 * tokens / span_ms}

@@ -21,13 +21,15 @@ _OTHER_READERS = {
     sniff.NCU: ("perflab.doctor.ncu", "diagnose_ncu", "Nsight Compute"),
     sniff.NCU_CSV: ("perflab.doctor.ncu", "diagnose_ncu", "Nsight Compute"),
     sniff.MEMORY: ("perflab.doctor.memory", "diagnose_memory", "memory snapshot"),
+    sniff.SERVING: ("perflab.doctor.serving", "diagnose_serving", "serving record"),
 }
 
 
 def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step: int | None = None,
              nvtx_steps: str | None = "auto") -> Report:
     """Diagnose a Kineto trace (file, folder of ranks, or loaded Trace), an Nsight Systems export (.sqlite, or
-    .nsys-rep/.qdrep through `nsys export`), an ncu report or a memory snapshot. `nvtx_steps`: which NVTX
+    .nsys-rep/.qdrep through `nsys export`), an ncu report, a memory snapshot or a serving record (perflab's engine
+    log, a vLLM or SGLang serving benchmark result). `nvtx_steps`: which NVTX
     ranges of an nsys export are steps ("auto", a regular expression, or None)."""
     if isinstance(path_or_trace, Trace):
         return diagnose_trace([path_or_trace], rank=rank, step=step)
@@ -45,8 +47,8 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
         raise UnreadableInput(f"{path}: an SQLite file, but not an Nsight Systems export (give the output of "
                               "`nsys export --type sqlite`)")
     if kind == sniff.UNKNOWN:
-        raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Systems export, an Nsight Compute report or a "
-                              "memory snapshot")
+        raise UnreadableInput(f"{path}: not a Kineto trace, an Nsight Systems export, an Nsight Compute report, a "
+                              "memory snapshot or a serving record")
     from perflab.trace.kineto import load_folder, load_ranks
 
     if not path.is_dir():

@@ -10,6 +10,8 @@ from perflab.errors import UnreadableInput
 
 KINETO, KINETO_DIR, NCU, NCU_CSV, MEMORY, UNKNOWN = "kineto", "kineto-dir", "ncu", "ncu-csv", "memory", "unknown"
 NSYS, NSYS_REP, SQLITE = "nsys", "nsys-rep", "sqlite"
+SERVING = "serving"   # a served request stream: perflab's engine log, vLLM's or SGLang's serving benchmark result
+_SERVING_KEYS = (b'"token_forwards"', b'"perflab.serving/', b'"ttfts"', b'"median_ttft_ms"', b'"mean_ttft_ms"')
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _PEEK = 1 << 20
@@ -78,6 +80,8 @@ def sniff(path: str | Path) -> str:
             return KINETO
         if b'"segments"' in head and (b'"device_traces"' in head or b'"allocator_settings"' in head):
             return MEMORY
+        if any(key in head for key in _SERVING_KEYS):
+            return SERVING
         return KINETO  # the Kineto reader explains what is missing
     if _looks_like_ncu_csv(text):
         return NCU_CSV

@@ -86,9 +86,14 @@ def build(cfg: dict, device: str, seed: int, *, batch: int = 1, max_seq: int = 6
             """x [b, t, hidden] of the requests in cache slots `slots` ([b] long; None: slots 0..b-1), each row at
             its own `positions` [b, t] (long); mask [b, 1, t, max_seq]. Tensors, not ints, so one CUDA graph
             serves every step whatever point of its generation each slot is at."""
-            b, t, _ = x.shape
             q, k, v = self.qkv(x, cos, sin)
-            rows = (torch.arange(b, device=x.device) if slots is None else slots)[:, None].expand(b, t)
+            return self.rest(x, self.attend_slots(q, k, v, slots, positions, mask))
+
+        def attend_slots(self, q, k, v, slots, positions, mask):
+            """Write k, v [b, kv_heads, t, head_dim] into the cache rows `slots` at `positions` [b, t], then attend
+            q [b, heads, t, head_dim] over those rows (mask [b, 1, t, max_seq])."""
+            b, _, t, _ = q.shape
+            rows = (torch.arange(b, device=q.device) if slots is None else slots)[:, None].expand(b, t)
             self.k_cache[rows, :, positions] = k.transpose(1, 2)
             self.v_cache[rows, :, positions] = v.transpose(1, 2)
             keys = self.k_cache[:b] if slots is None else self.k_cache[slots]
@@ -97,7 +102,19 @@ def build(cfg: dict, device: str, seed: int, *, batch: int = 1, max_seq: int = 6
             # they attend as g*t query rows of that head: the same attention without copying the cache g times
             a = F.scaled_dot_product_attention(q.reshape(b, nkv, g * t, hd), keys, values,
                                                attn_mask=mask.repeat(1, 1, g, 1))
-            return self.rest(x, a.reshape(b, nh, t, hd))
+            return a.reshape(b, nh, t, hd)
+
+        def forward_mixed(self, x, cos, sin, b, dec_pos, dmask, chunk_slot, chunk_pos, cmask):
+            """One step of b decode rows (slots 0..b-1, one token each at dec_pos [b, 1]) and a prefill chunk of C
+            tokens into cache slot chunk_slot [1] at chunk_pos [1, C]: x [1, b + C, hidden] is both, so every
+            linear reads its weights once for b + C rows; only the attention is per part."""
+            q, k, v = self.qkv(x, cos, sin)
+
+            def rows(t):    # [1, heads, b, hd] -> [b, heads, 1, hd]
+                return t[:, :, :b].transpose(0, 2)
+            ad = self.attend_slots(rows(q), rows(k), rows(v), None, dec_pos, dmask)
+            ac = self.attend_slots(q[:, :, b:], k[:, :, b:], v[:, :, b:], chunk_slot, chunk_pos, cmask)
+            return self.rest(x, torch.cat((ad.transpose(0, 2), ac), dim=2))
 
         def qkv(self, x, cos, sin):
             b, t, _ = x.shape
@@ -156,6 +173,22 @@ def build(cfg: dict, device: str, seed: int, *, batch: int = 1, max_seq: int = 6
             for layer in self.layers:
                 x = layer.forward_slots(x, cos, sin, slots, positions, mask)
             return self.lm_head(self.norm(x[:, -1]))
+
+        def forward_mixed(self, dec_tokens, dec_pos, chunk_tokens, chunk_pos, chunk_slot):
+            """b decode rows (dec_tokens, dec_pos [b, 1], slots 0..b-1) and a prefill chunk (chunk_tokens,
+            chunk_pos [1, C] into cache slot chunk_slot [1]) in one forward: what a chunked-prefill engine runs.
+            -> (logits of the decode rows [b, vocab], logits of the chunk's last position [1, vocab])."""
+            b = dec_tokens.shape[0]
+            positions = torch.cat((dec_pos.reshape(1, b), chunk_pos), dim=1)           # [1, b + C]
+            cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
+            kpos = torch.arange(self.max_seq, device=dec_tokens.device)
+            dmask = (kpos <= dec_pos[..., None])[:, None]
+            cmask = (kpos <= chunk_pos[..., None])[:, None]
+            x = self.embed(torch.cat((dec_tokens.reshape(1, b), chunk_tokens), dim=1))
+            for layer in self.layers:
+                x = layer.forward_mixed(x, cos, sin, b, dec_pos, dmask, chunk_slot, chunk_pos, cmask)
+            logits = self.lm_head(self.norm(torch.cat((x[0, :b], x[0, -1:]), dim=0)))
+            return logits[:b], logits[b:]
 
     with torch.no_grad():
         model = Llama().eval()

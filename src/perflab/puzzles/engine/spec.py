@@ -25,7 +25,7 @@ VARIANT_FILES = {"slow": "workload.py", "solution": "solution.py", "starter": "s
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 STAGE_RE = re.compile(r"^stage[0-9]+$")   # `stages`: intermediate fixes between slow and solution (<stage>.py)
 DEFAULT_NUMBER_TOLERANCE = 0.1
-CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead")
+CHECK_METRICS = ("time", "peak_reserved_mb", "reserved_mb", "overhead", "itl_p99_ms")   # itl_p99_ms: evidence/serving.py
 PLANTED_IN = ("trace", "ncu")   # the evidence the fix check reads the planted finding from
 
 
@@ -63,7 +63,7 @@ class CheckConfig:
     rtol: float | None = None
     atol: float | None = None
     reps: int = 30
-    metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory puzzles: memory_evidence.py)
+    metric: str = "time"             # time | peak_reserved_mb | reserved_mb (memory) | itl_p99_ms (serving)
     reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
     max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/evidence/overhead.py)
     planted_in: str = "trace"        # "ncu": the fix's Nsight Compute report (the default where tools name ncu)
@@ -276,7 +276,7 @@ def _check(t: Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
         raise t.fail("metric", f"must be one of {', '.join(CHECK_METRICS)}")
     reduction = t.number("reduction", 1.0)
     if reduction < 1.0:
-        raise t.fail("reduction", "must be >= 1.0 (the slow/fixed memory ratio the fix must reach)")
+        raise t.fail("reduction", "must be >= 1.0 (the slow/fixed ratio of a memory or latency metric the fix must reach)")
     planted_in = t.get("planted_in", str, "ncu" if ncu else "trace")
     if planted_in not in PLANTED_IN or (planted_in == "ncu" and not ncu):
         raise t.fail("planted_in", "must be trace, or ncu where tools name ncu (the evidence that judges the fix)")
