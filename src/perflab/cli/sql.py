@@ -33,6 +33,7 @@ def sql(
     nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
                                    help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
     limit: int = typer.Option(200, "--limit", min=0, help="rows shown in the terminal (0: all)"),
+    force: bool = typer.Option(False, "--force", help="let COPY ... TO / EXPORT DATABASE overwrite existing files"),
 ) -> None:
     """Query a trace with SQL (help: SQL_HELP)."""
     from perflab.analysis.sql_views import VIEWS, open_db
@@ -50,7 +51,9 @@ def sql(
             rows.append((view, ", ".join(cols)))
         cols = ["view", "columns"]
     else:
-        cols, rows = db.query(query)
+        cols, rows, written = db.run(query, force=force, inputs=[path])
+        for out in written:
+            typer.echo(f"wrote {out}", err=True)
     notes = [n for (n,) in db.query("SELECT note FROM notes")[1]]
     if json_out:
         typer.echo(json.dumps({"schema": "perflab.sql/1", "query": query, "columns": cols,
