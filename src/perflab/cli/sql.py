@@ -15,8 +15,8 @@ SQL_HELP = (
     "Run a DuckDB SQL query over a trace: an Nsight Systems export (.sqlite; .nsys-rep through nsys) or a "
     "Kineto trace (.json/.json.gz, or a folder of per-rank traces), loaded into the same views for both: "
     "events, kernels, memcpy, memset, gpu_ops, api, sync, nvtx, cpu_ops, os_runtime, steps, devices, meta, notes "
-    "(`perflab sql FILE --schema` lists their columns; docs/sql.md has the details). Needs DuckDB: "
-    "pip install 'perflab[sql]'."
+    "(`perflab sql FILE --schema` lists their columns). COPY (SELECT ...) TO 'file' writes a result (an existing "
+    "file only with --force). Needs DuckDB: pip install 'perflab\\[sql]'."
 )
 
 

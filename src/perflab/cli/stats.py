@@ -105,11 +105,16 @@ def _render_table(console, t, top: int) -> None:
         if c in shown:
             shown.remove(c)
             dropped.append(label[c])
+    # the text columns get what the numbers leave (Rich would otherwise shrink every column, numbers to nothing)
+    texts = [c for c in shown if c in _TEXT_COLUMNS]
+    left = console.width - sum(width[x] + 3 for x in shown if x not in _TEXT_COLUMNS) - 1 - 3 * len(texts)
+    text_width = max(12, left // max(len(texts), 1))
     unit = "sizes in MB" if any("(MB)" in c for c in t.columns) else "times in ns"
     table = Table(title=Text(f"{t.title} ({t.name}; {unit})"), show_header=True, header_style="bold", expand=False)
     for c in shown:
         if c in _TEXT_COLUMNS:  # long C++ names stay on one line
-            table.add_column(label[c], justify="left", overflow="ellipsis", no_wrap=True, min_width=12)
+            table.add_column(label[c], justify="left", overflow="ellipsis", no_wrap=True, min_width=12,
+                             max_width=text_width)
         else:
             table.add_column(label[c], justify="left" if c == "Style" else "right", no_wrap=True, min_width=width[c])
     index = [t.columns.index(c) for c in shown]
