@@ -61,19 +61,27 @@ def diff(
         from perflab.report.diff import check_plot_path
 
         check_plot_path(plot)
+    from perflab.cli.activity import activity
+
     steps = None if nvtx_steps.lower() == "none" else nvtx_steps
-    b = load_run(before, rank=rank, nvtx_steps=steps)
-    a = load_run(after, rank=rank, nvtx_steps=steps)
-    result = compare(b, a, top=top)
     written = []
-    if html is not None:
-        from perflab.report.html import diff_html
+    with activity(quiet=json_out) as say:
+        say(f"reading and diagnosing {before}")
+        b = load_run(before, rank=rank, nvtx_steps=steps)
+        say(f"reading and diagnosing {after}")
+        a = load_run(after, rank=rank, nvtx_steps=steps)
+        say("comparing")
+        result = compare(b, a, top=top)
+        if html is not None:
+            from perflab.report.html import diff_html
 
-        written.append(write_output(html, diff_html(result, b.report, a.report), force=force, inputs=inputs))
-    if plot is not None:
-        from perflab.report.diff import save_diff_plot
+            say(f"writing {html}")
+            written.append(write_output(html, diff_html(result, b.report, a.report), force=force, inputs=inputs))
+        if plot is not None:
+            from perflab.report.diff import save_diff_plot
 
-        written.append(save_diff_plot(result, plot, force=force, inputs=inputs))
+            say(f"writing {plot}")
+            written.append(save_diff_plot(result, plot, force=force, inputs=inputs))
     if json_out:
         from perflab.report.diff import diff_json
 

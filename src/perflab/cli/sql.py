@@ -43,18 +43,24 @@ def sql(
     if not schema and not query:
         raise PerflabError('give a query: perflab sql FILE "SELECT name, count(*) FROM kernels GROUP BY 1" '
                            "(--schema lists the views)")
-    db = open_db(path, nvtx_steps=None if nvtx_steps.lower() == "none" else nvtx_steps)
-    if schema:
-        rows = []
-        for view in VIEWS:
-            cols, _ = db.query(f"SELECT * FROM {view} LIMIT 0")
-            rows.append((view, ", ".join(cols)))
-        cols = ["view", "columns"]
-    else:
-        cols, rows, written = db.run(query, force=force, inputs=[path])
-        for out in written:
-            typer.echo(f"wrote {out}", err=True)
-    notes = [n for (n,) in db.query("SELECT note FROM notes")[1]]
+    from perflab.cli.activity import activity
+
+    written = []
+    with activity(quiet=json_out or csv_out) as say:
+        say(f"reading {path}")
+        db = open_db(path, nvtx_steps=None if nvtx_steps.lower() == "none" else nvtx_steps)
+        if schema:
+            rows = []
+            for view in VIEWS:
+                cols, _ = db.query(f"SELECT * FROM {view} LIMIT 0")
+                rows.append((view, ", ".join(cols)))
+            cols = ["view", "columns"]
+        else:
+            say("running the query")
+            cols, rows, written = db.run(query, force=force, inputs=[path])
+        notes = [n for (n,) in db.query("SELECT note FROM notes")[1]]
+    for out in written:
+        typer.echo(f"wrote {out}", err=True)
     if json_out:
         typer.echo(json.dumps({"schema": "perflab.sql/1", "query": query, "columns": cols,
                                "rows": [list(r) for r in rows], "notes": notes}, default=str))

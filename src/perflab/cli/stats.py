@@ -43,9 +43,14 @@ def stats(
     unknown = [n for n in names if n not in REPORTS]
     if unknown:
         raise PerflabError(f"unknown report {unknown[0]!r}: one of {', '.join(REPORTS)}")
-    trace = load_timeline(path, nvtx_steps=None)
-    tables = stats_tables(trace, names)
-    notes = trace_notes(trace)
+    from perflab.cli.activity import activity
+
+    with activity(quiet=json_out or csv_out) as say:
+        say(f"reading {path}")
+        trace = load_timeline(path, nvtx_steps=None)
+        say("summarising")
+        tables = stats_tables(trace, names)
+        notes = trace_notes(trace)
     if json_out:
         doc = {"schema": "perflab.stats/1", "source": {"path": str(path), "kind": trace.meta.get("source", "kineto"),
                                                         "device": trace.meta.get("device_name", "")},
