@@ -17,7 +17,11 @@ DIFF_HELP = (
     "Or two Nsight Compute reports (.ncu-rep or its raw-page CSV, gzipped or not) of the same kernel(s) "
     "under two configurations: a kernel-level diff, per matched kernel the key metrics (duration, grid, "
     "waves per SM, occupancy, DRAM/SM throughput, L2 hit rate, registers, ...) sorted by how far they "
-    "moved, and the doctor's findings that appeared or disappeared (--kernel REGEX picks kernels)."
+    "moved, and the doctor's findings that appeared or disappeared (--kernel REGEX picks kernels).\n\n"
+    "For CI, --gate PCT exits 1 when the step time got slower by more than PCT %: the 95 % confidence interval "
+    "of the change in median step time (bootstrap over both traces' per-step times) must lie above PCT. Two "
+    "profiles that cannot be compared (another GPU, driver or clock, other matmul shapes, fewer than 5 steps a "
+    "side) are refused with the reason (exit 2)."
 )
 
 
@@ -34,6 +38,9 @@ def diff(
     rank: Optional[int] = typer.Option(None, "--rank", help="which rank of multi-rank trace folders"),
     top: int = typer.Option(10, "--top", min=1, help="kernels to list"),
     force: bool = typer.Option(False, "--force", help="overwrite existing --html/--plot files"),
+    gate_pct: Optional[float] = typer.Option(None, "--gate", metavar="PCT", min=0.0,
+                                             help="exit 1 when the step time got slower by more than PCT % beyond "
+                                                  "noise (95 % CI); exit 2 when the profiles are not comparable"),
     kernel: Optional[str] = typer.Option(None, "--kernel", help="Nsight Compute reports: compare only kernels "
                                          "whose name matches this regular expression"),
     nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
@@ -46,8 +53,8 @@ def diff(
     from perflab.outputs import check_output, write_output
 
     if _ncu_pair(before, after):
-        if html is not None or plot is not None or rank is not None:
-            raise PerflabError("--html, --plot and --rank apply to trace diffs, not to Nsight Compute reports")
+        if html is not None or plot is not None or rank is not None or gate_pct is not None:
+            raise PerflabError("--html, --plot, --rank and --gate apply to trace diffs, not to Nsight Compute reports")
         _ncu_diff(before, after, kernel or "", json_out)
         return
     if kernel is not None:
@@ -70,8 +77,10 @@ def diff(
         b = load_run(before, rank=rank, nvtx_steps=steps)
         say(f"reading and diagnosing {after}")
         a = load_run(after, rank=rank, nvtx_steps=steps)
+        gate = _gate(b, a, gate_pct) if gate_pct is not None else None
         say("comparing")
         result = compare(b, a, top=top)
+        result.gate = gate.to_dict() if gate is not None else None
         if html is not None:
             from perflab.report.html import diff_html
 
@@ -90,8 +99,27 @@ def diff(
         from perflab.report.diff import render_diff
 
         render_diff(result)
+        if gate is not None:
+            typer.echo(f"gate {gate_pct:g} %: {gate.verdict}")
     for path in written:
         typer.echo(f"wrote {path}", err=json_out)
+    if gate is not None and gate.failed:
+        raise SystemExit(1)
+
+
+def _gate(b, a, pct: float):
+    """The regression gate on two loaded runs; a one-line refusal when they cannot be compared."""
+    import numpy as np
+
+    from perflab.analysis.compare import step_stats
+    from perflab.analysis.regression_gate import gate
+
+    times = [np.array(step_stats(r.trace, r.windows).times_ms) if r.windows.kind == "steps" else np.zeros(0)
+             for r in (b, a)]
+    result = gate(b.trace, a.trace, times[0], times[1], pct)
+    if not result.comparable:
+        raise PerflabError(f"{b.label} and {a.label} are not comparable for --gate: {'; '.join(result.reasons)}")
+    return result
 
 
 _KIND_WORDS = {"ncu": "an Nsight Compute report", "ncu-csv": "an Nsight Compute CSV export",
