@@ -32,7 +32,8 @@ WRITERS = {
     "sql": "test_sql_copy_to_an_existing_file",  # COPY ... TO, EXPORT DATABASE (test_non_regular_outputs.py)
 }
 # commands that write no file (answers, hints, progress go to the progress database)
-READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats"}  # stats prints to stdout
+READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "taxonomy",
+             "mcp"}  # stats prints to stdout; mcp writes only paths a call names (tests/test_mcp_server.py)
 
 
 def _commands(group, prefix="") -> set[str]:

@@ -12,7 +12,7 @@ from perflab.report.console import clean
 
 # Each module adds its commands to the app; adding a module here adds its commands.
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql",
-                   "taxonomy")
+                   "taxonomy", "mcp")
 
 
 HELP = "GPU inference profiling: puzzles, the doctor, and a toolkit for your own code."

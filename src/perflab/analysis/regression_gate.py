@@ -120,3 +120,17 @@ def _clock(trace: Trace) -> float | None:
 def _few(shapes: set[str]) -> str:
     shown = sorted(shapes)[:2]
     return ", ".join(s[:60] for s in shown) + (f" (+{len(shapes) - 2})" if len(shapes) > 2 else "")
+
+
+def gate_runs(before: Any, after: Any, threshold_pct: float) -> GateResult:
+    """The gate on two loaded runs (analysis.compare.Run); a PerflabError with the reasons when they cannot be
+    compared."""
+    from perflab.analysis.compare import step_stats
+    from perflab.errors import PerflabError
+
+    times = [np.array(step_stats(r.trace, r.windows).times_ms) if r.windows.kind == "steps" else np.zeros(0)
+             for r in (before, after)]
+    result = gate(before.trace, after.trace, times[0], times[1], threshold_pct)
+    if not result.comparable:
+        raise PerflabError(f"{before.label} and {after.label} are not comparable for --gate: {'; '.join(result.reasons)}")
+    return result

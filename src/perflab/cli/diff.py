@@ -47,8 +47,6 @@ def diff(
                                    help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
-    from perflab.analysis.compare import compare
-    from perflab.doctor.sides import load_run
     from perflab.history import resolve
     from perflab.outputs import check_output, write_output
 
@@ -69,18 +67,12 @@ def diff(
 
         check_plot_path(plot)
     from perflab.cli.activity import activity
+    from perflab.report.documents import diff_result
 
-    steps = None if nvtx_steps.lower() == "none" else nvtx_steps
     written = []
     with activity(quiet=json_out) as say:
-        say(f"reading and diagnosing {before}")
-        b = load_run(before, rank=rank, nvtx_steps=steps)
-        say(f"reading and diagnosing {after}")
-        a = load_run(after, rank=rank, nvtx_steps=steps)
-        gate = _gate(b, a, gate_pct) if gate_pct is not None else None
-        say("comparing")
-        result = compare(b, a, top=top)
-        result.gate = gate.to_dict() if gate is not None else None
+        result, b, a = diff_result(before, after, rank=rank, top=top, gate_pct=gate_pct, nvtx_steps=nvtx_steps,
+                                   say=say)
         if html is not None:
             from perflab.report.html import diff_html
 
@@ -99,27 +91,12 @@ def diff(
         from perflab.report.diff import render_diff
 
         render_diff(result)
-        if gate is not None:
-            typer.echo(f"gate {gate_pct:g} %: {gate.verdict}")
+        if result.gate is not None:
+            typer.echo(f"gate {gate_pct:g} %: {result.gate['verdict']}")
     for path in written:
         typer.echo(f"wrote {path}", err=json_out)
-    if gate is not None and gate.failed:
+    if result.gate is not None and result.gate["failed"]:
         raise SystemExit(1)
-
-
-def _gate(b, a, pct: float):
-    """The regression gate on two loaded runs; a one-line refusal when they cannot be compared."""
-    import numpy as np
-
-    from perflab.analysis.compare import step_stats
-    from perflab.analysis.regression_gate import gate
-
-    times = [np.array(step_stats(r.trace, r.windows).times_ms) if r.windows.kind == "steps" else np.zeros(0)
-             for r in (b, a)]
-    result = gate(b.trace, a.trace, times[0], times[1], pct)
-    if not result.comparable:
-        raise PerflabError(f"{b.label} and {a.label} are not comparable for --gate: {'; '.join(result.reasons)}")
-    return result
 
 
 _KIND_WORDS = {"ncu": "an Nsight Compute report", "ncu-csv": "an Nsight Compute CSV export",

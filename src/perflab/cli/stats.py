@@ -33,28 +33,16 @@ def stats(
     top: int = typer.Option(0, "--top", min=0, help="rows per report in the terminal (0: all)"),
 ) -> None:
     """Summaries of an nsys export or Kineto trace (help: STATS_HELP)."""
-    from perflab.analysis.records import trace_notes
-    from perflab.analysis.stats_reports import REPORTS, stats_tables
-    from perflab.trace.loader import load_timeline
+    from perflab.cli.activity import activity
+    from perflab.report.documents import stats_document
 
     if csv_out and json_out:
         raise PerflabError("--csv and --json: pick one")
-    names = report or list(REPORTS)
-    unknown = [n for n in names if n not in REPORTS]
-    if unknown:
-        raise PerflabError(f"unknown report {unknown[0]!r}: one of {', '.join(REPORTS)}")
-    from perflab.cli.activity import activity
-
     with activity(quiet=json_out or csv_out) as say:
-        say(f"reading {path}")
-        trace = load_timeline(path, nvtx_steps=None)
-        say("summarising")
-        tables = stats_tables(trace, names)
-        notes = trace_notes(trace)
+        say(f"reading and summarising {path}")
+        doc, trace, tables = stats_document(path, report)
+    notes = doc["notes"]
     if json_out:
-        doc = {"schema": "perflab.stats/1", "source": {"path": str(path), "kind": trace.meta.get("source", "kineto"),
-                                                        "device": trace.meta.get("device_name", "")},
-               "notes": notes, "reports": {t.name: t.to_dict() for t in tables}}
         typer.echo(json.dumps(doc, indent=1, default=float))
         return
     if csv_out:
