@@ -24,6 +24,7 @@ def test_a_wrong_answer_says_where_to_look_not_the_value(cli):
     assert "look at the recorded slow trace: syncs, steps, per step, calls" in out
     assert "±1% of the computed value" in out  # how close counts, not what the value is
     assert "how: torch.profiler trace: the gaps after cudaStreamSynchronize" in out
+    assert out.count("how:") == 1  # the puzzle's advice once, not under every wrong answer
     assert f"perflab answer {FAKE_ID} --reveal syncs" in out and f"perflab hint {FAKE_ID}" in out
     assert "2.00" not in out and "gemm_bf16" not in out  # neither value leaks
     status = json.loads(cli("progress", "--json")[1])

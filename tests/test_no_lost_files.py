@@ -29,9 +29,11 @@ WRITERS = {
     "start": "test_start_and_run_and_check_write_new_files_only", "run": "test_start_and_run_and_check_write_new_files_only",
     "check": "test_start_and_run_and_check_write_new_files_only",
     "investigate": "test_investigate_keeps_every_run", "memory record": "test_memory_record_out",
+    "sql": "test_sql_copy_to_an_existing_file",  # COPY ... TO, EXPORT DATABASE (test_non_regular_outputs.py)
 }
 # commands that write no file (answers, hints, progress go to the progress database)
-READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "sql"}  # stats/sql print to stdout
+READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "taxonomy",
+             "mcp"}  # stats prints to stdout; mcp writes only paths a call names (tests/test_mcp_server.py)
 
 
 def _commands(group, prefix="") -> set[str]:
@@ -129,6 +131,13 @@ def test_roofline_out(capsys, tmp_path):
     assert report.read_text() == NCU_CSV.read_text()
     assert cli(capsys, "roofline", report, "--out", out, "--force")[0] == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sql_copy_to_an_existing_file(capsys, tmp_path, trace):
+    out = mine(tmp_path / "k.csv")
+    refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{out}'")
+    assert out.read_text() == "mine"
+    refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{trace}'", "--force", why="never writes over its input")
 
 
 def test_bench_out(capsys, tmp_path):

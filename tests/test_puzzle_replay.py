@@ -44,7 +44,7 @@ def test_replay_label_from_manifest(ev):
 
 def test_missing_recording_says_how_to_make_it(puzzle, tmp_path):
     ev = replay.Evidence(tmp_path, puzzle.id)
-    with pytest.raises(PerflabError, match=rf"no recorded slow trace .*record_artifacts\.py {FAKE_ID}"):
+    with pytest.raises(PerflabError, match=rf"no recorded slow trace .*`perflab run {FAKE_ID}` profiles the puzzle live"):
         ev.summary("slow")
     with pytest.raises(PerflabError, match="no measurements.json"):
         trace_questions.speedup(ev)

@@ -11,7 +11,8 @@ from perflab.errors import PerflabError
 from perflab.report.console import clean
 
 # Each module adds its commands to the app; adding a module here adds its commands.
-COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql")
+COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql",
+                   "taxonomy", "mcp")
 
 
 HELP = "GPU inference profiling: puzzles, the doctor, and a toolkit for your own code."
@@ -66,9 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "Exit" in kinds:
             return int(getattr(exc, "exit_code", 0) or 0)
-        if "ClickException" in kinds:
-            exc.show()
-            return 2
+        if "ClickException" in kinds:  # a usage error: one line, with where to read the usage
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see {ctx.command_path} --help)" if ctx is not None and ctx.command_path else ""
+            print(f"perflab: error: {' '.join(clean(exc.format_message()).split())}{where}", file=sys.stderr)
+            return getattr(exc, "exit_code", 2) or 2
         if "Abort" in kinds:
             print("perflab: aborted", file=sys.stderr)
             return 1

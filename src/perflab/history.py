@@ -35,6 +35,17 @@ def select_runs(conn: sqlite3.Connection, puzzle: str | None = None, limit: int 
     return [dict(zip(RUN_KEYS, r)) for r in rows]
 
 
+def runs_with_trace() -> int:
+    """How many recorded runs kept a trace (what run:N can name)."""
+    if not db_path().exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(db_path(), timeout=BUSY_TIMEOUT_S)) as conn:
+            return int(conn.execute("SELECT count(*) FROM runs WHERE path IS NOT NULL AND path != ''").fetchone()[0])
+    except sqlite3.DatabaseError:
+        return 0
+
+
 def resolve(ref: str | Path) -> tuple[Path, str]:
     """A path to diff and its label: an existing path as is; `run:N` from the run history."""
     text = str(ref)

@@ -3,6 +3,10 @@
 - An existing file is replaced only with `force` (the CLI's --force).
 - A command's own input is never written over, not even with `force`: the same path, a symlink to
   it or a hard link of it (same device and inode), or a file inside an input folder.
+- Only a regular file or a new path is written: a device, FIFO or socket (or a symlink to one) is
+  refused, `force` or not; replacing it would destroy what the user's path stood for.
+- A destination that cannot take the file (read-only, full, no permission) is a PerflabError naming the
+  path the user gave, never the hidden temporary file.
 - Files are written whole (a temporary file in the same folder, then renamed over the target), so a
   reader never sees half a file and a failed write leaves the old one as it was.
 - Commands that produce many files (a profile, a scaling sweep) write each run into a new folder
@@ -15,7 +19,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +55,39 @@ def _overwrites_input(out: Path, src: Path) -> bool:
     return False
 
 
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path: PathLike) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor a folder ("a FIFO", "a symlink to a
+    character device"); None for a file, a folder, a dangling symlink or a new path."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/full is a device to us
+    except OSError:
+        return None
+    for test, name in _KINDS:
+        if test(mode):
+            return f"a symlink to {name}" if path.is_symlink() else name
+    return None
+
+
+def refuse_not_regular(path: PathLike) -> None:
+    kind = not_regular(path)
+    if kind is not None:
+        raise PerflabError(f"{path} is {kind}, not a regular file: perflab writes only to regular files or new "
+                           "paths, --force or not; choose another name")
+
+
+def write_error(out: PathLike, exc: OSError) -> PerflabError:
+    """A failed write as one line about the user's path (the temporary file beside it is ours, not theirs)."""
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why += " (the disk is full)"
+    return PerflabError(f"cannot write {out}: {why}")
+
+
 def check_output(out: PathLike, *, force: bool = False, inputs: Iterable[PathLike | None] = ()) -> Path:
     """Refuse a target that is a folder, one of the inputs, or (unless force) an existing file. Call it
     before the work starts, so a refusal costs nothing."""
@@ -57,6 +96,7 @@ def check_output(out: PathLike, *, force: bool = False, inputs: Iterable[PathLik
         if src is not None and _overwrites_input(out, Path(src)):
             raise PerflabError(f"{out} is this command's input ({src}): perflab never writes over its input; "
                                "choose another output name")
+    refuse_not_regular(out)
     if out.is_dir():
         raise PerflabError(f"{out} is a folder: give a file name, e.g. {out / ('report' + (out.suffix or '.html'))}")
     if _existing(out) and not force:
@@ -70,9 +110,12 @@ def atomic_path(out: PathLike, *, force: bool = False, inputs: Iterable[PathLike
     `out` when the block ends without an error, removed otherwise."""
     inputs = list(inputs)
     out = check_output(out, force=force, inputs=inputs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".perflab-", suffix="-" + out.name)
-    os.close(fd)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".perflab-", suffix="-" + out.name)
+        os.close(fd)
+    except OSError as exc:
+        raise write_error(out, exc) from None
     try:
         yield Path(tmp)
         check_output(out, force=force, inputs=inputs)  # the world may have changed during the work
@@ -80,8 +123,16 @@ def atomic_path(out: PathLike, *, force: bool = False, inputs: Iterable[PathLike
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the output is an ordinary file
         os.replace(tmp, out)
+    except OSError as exc:
+        if exc.filename not in (tmp, str(out)) and exc.errno not in _WRITE_ERRNOS:
+            raise  # not about writing the output (a writer reading something of its own): not ours to name
+        raise write_error(out, exc) from None
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink(missing_ok=True)
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO}
 
 
 def write_output(out: PathLike, data: str | bytes, *, force: bool = False,
@@ -99,6 +150,8 @@ def check_folder(out: PathLike, *, force: bool = False, holds: Iterable[str] = (
     if out.exists() and not out.is_dir():
         raise PerflabError(f"{out} is a file: give a folder for the output")
     found = sorted({p.name for pattern in holds for p in out.glob(pattern)}) if out.is_dir() else []
+    for name in found:  # what a run replaces must be files, not a FIFO or device someone left there
+        refuse_not_regular(out / name)
     if found and not force:
         shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
         raise PerflabError(f"{out} already holds {shown} from an earlier run: pass --force to replace them, "

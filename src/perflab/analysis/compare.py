@@ -142,6 +142,7 @@ class Diff:
     kernels: list[KernelDelta]       # the kernels whose time per step changed most
     findings: list[FindingChange]
     notes: list[str] = field(default_factory=list)
+    gate: dict[str, Any] | None = None  # perflab diff --gate (analysis/regression_gate.py)
 
     @property
     def speedup(self) -> float | None:
@@ -196,7 +197,8 @@ class Diff:
                 "metrics": [m.to_dict() for m in self.metrics],
                 "categories": [c.to_dict() for c in self.categories],
                 "kernels": [k.to_dict() for k in self.kernels],
-                "findings": [asdict(f) for f in self.findings], "notes": list(self.notes)}
+                "findings": [asdict(f) for f in self.findings], "notes": list(self.notes),
+                **({"gate": self.gate} if self.gate is not None else {})}
 
 
 def step_stats(trace: Trace, windows: Windows) -> StepStats:

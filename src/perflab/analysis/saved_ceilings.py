@@ -18,9 +18,9 @@ def ceilings_path() -> Path:
 
 
 def save_ceilings(data: dict, path: Path | None = None) -> Path:
-    path = path or ceilings_path()
-    path.write_text(json.dumps(data, indent=2, sort_keys=False))
-    return path
+    from perflab.outputs import write_output
+
+    return write_output(path or ceilings_path(), json.dumps(data, indent=2, sort_keys=False), force=True)
 
 
 def load_ceilings(path: Path | None = None) -> dict | None:

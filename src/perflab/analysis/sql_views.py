@@ -82,6 +82,20 @@ class TraceDB:
         except self.duckdb.Error as exc:
             raise PerflabError(f"SQL error: {str(exc).splitlines()[0]}") from None
 
+    def run(self, sql: str, *, force: bool = False, inputs=()) -> tuple[list[str], list[tuple], list[Path]]:
+        """Like query, statement by statement, with COPY ... TO and EXPORT DATABASE held to perflab's rule for
+        outputs (perflab.analysis.sql_writes); also returns the paths written."""
+        from perflab.analysis.sql_writes import run_statements
+
+        try:
+            parsed = self.duckdb.extract_statements(sql)
+        except self.duckdb.Error as exc:
+            raise PerflabError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        statements = [(st.type.name, st.query) for st in parsed]
+        result, written = run_statements(statements, self.query, force=force, inputs=inputs)
+        cols, rows = result if result is not None else ([], [])
+        return cols, rows, written
+
     def sql(self, sql: str):
         """The DuckDB relation (to_df(), fetchall(), show(), ...)."""
         return self.con.sql(sql)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from perflab.cli.common import console as make_console
-from perflab.cli.common import fail
+from perflab.cli.common import fail, openable
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, progress, replay
 from perflab.puzzles import questions
@@ -84,13 +84,15 @@ def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 def _grade_given(console: Console, p: Puzzle, ev: Any, given: dict[str, str]) -> tuple[int, int]:
     grades = [questions.grade(q, given[q.key], questions.compute(q, ev)) for q in p.questions if q.key in given]
     _record(p, grades)
+    how = True
     for g in grades:
-        _render_grade(console, p, g, interactive=False)
+        _render_grade(console, p, g, interactive=False, how=how)
+        how = how and g.correct  # the puzzle's "how" once, under the first wrong answer
     return sum(g.correct for g in grades), len(grades)
 
 
 def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> tuple[int, int]:
-    right, started = 0, False
+    right, started, how = 0, False, True
     for q in p.questions:
         computed = questions.compute(q, ev)
         again = False
@@ -106,7 +108,8 @@ def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> t
                 console.print(str(exc), style="red")
                 continue
             _record(p, [g])
-            _render_grade(console, p, g, interactive=True)
+            _render_grade(console, p, g, interactive=True, how=how)
+            how = how and g.correct
             if g.correct:
                 right += 1
                 break
@@ -122,27 +125,28 @@ def _record(p: Puzzle, grades: list) -> None:
             db.add_event(p.id, "answer", g.key, g.given, g.correct)
 
 
-def _render_grade(console: Console, p: Puzzle, g: questions.Grade, *, interactive: bool) -> None:
+def _render_grade(console: Console, p: Puzzle, g: questions.Grade, *, interactive: bool, how: bool = True) -> None:
     if g.correct:
         expected = render.short(render.fmt_num(g.expected))
         console.print(Text.assemble(("✓ ", "green"), f"{g.key}: {g.given}  (computed: {expected} from "
                                                       f"{g.computed.source})"))
         return
     console.print(Text.assemble(("✗ ", "red"), f"{g.key}: {g.given} is not what the evidence says"))
-    for line in where_to_look(p, g):
+    for line in where_to_look(p, g, how=how):
         console.print(Text("  " + line), soft_wrap=True)
     if not interactive:  # commands to copy: never broken across lines
         console.print(Text(f"  try again: perflab answer {p.id} -a {g.key}=VALUE · a hint: perflab hint {p.id} · "
                            f"the value: perflab answer {p.id} --reveal {g.key}", style="dim"), soft_wrap=True)
 
 
-def where_to_look(p: Puzzle, g: questions.Grade) -> list[str]:
-    """Where the deciding numbers are and what they are called; never their values."""
+def where_to_look(p: Puzzle, g: questions.Grade, *, how: bool = True) -> list[str]:
+    """Where the deciding numbers are and what they are called; never their values. `how` (the puzzle's advice,
+    the same for every question) is shown once, under the first wrong answer."""
     lines = [f"look at {g.computed.source}: {', '.join(g.computed.evidence)}"]
     if g.note:
         lines.append(g.note)
-    if p.look_at.strip():
-        lines.append(f"how: {' '.join(p.look_at.split())}")
+    if how and p.look_at.strip():
+        lines.append(f"how: {openable(p, ' '.join(p.look_at.split()))}")
     return lines
 
 

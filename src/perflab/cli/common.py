@@ -1,6 +1,10 @@
 """What the puzzle commands share: the console, exit codes, yes/no questions."""
 from __future__ import annotations
 
+import os
+import re
+from typing import Any
+
 import typer
 from rich.console import Console
 
@@ -23,3 +27,14 @@ def confirm(question: str) -> bool:
     except (typer.Abort, EOFError):
         print()
         return False
+
+
+_ARTIFACTS = re.compile(r"(?<![\w/.-])artifacts/")
+
+
+def openable(puzzle: Any, text: str) -> str:
+    """A puzzle's text with `artifacts/...` as a path the user can open from where they are: the recording
+    lives inside the installed package, not in their working directory."""
+    from perflab.paths import display_path
+
+    return _ARTIFACTS.sub(lambda _m: display_path(puzzle.artifacts) + os.sep, text)

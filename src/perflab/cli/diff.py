@@ -17,7 +17,11 @@ DIFF_HELP = (
     "Or two Nsight Compute reports (.ncu-rep or its raw-page CSV, gzipped or not) of the same kernel(s) "
     "under two configurations: a kernel-level diff, per matched kernel the key metrics (duration, grid, "
     "waves per SM, occupancy, DRAM/SM throughput, L2 hit rate, registers, ...) sorted by how far they "
-    "moved, and the doctor's findings that appeared or disappeared (--kernel REGEX picks kernels)."
+    "moved, and the doctor's findings that appeared or disappeared (--kernel REGEX picks kernels).\n\n"
+    "For CI, --gate PCT exits 1 when the step time got slower by more than PCT %: the 95 % confidence interval "
+    "of the change in median step time (bootstrap over both traces' per-step times) must lie above PCT. Two "
+    "profiles that cannot be compared (another GPU, driver or clock, other matmul shapes, fewer than 5 steps a "
+    "side) are refused with the reason (exit 2)."
 )
 
 
@@ -34,20 +38,21 @@ def diff(
     rank: Optional[int] = typer.Option(None, "--rank", help="which rank of multi-rank trace folders"),
     top: int = typer.Option(10, "--top", min=1, help="kernels to list"),
     force: bool = typer.Option(False, "--force", help="overwrite existing --html/--plot files"),
+    gate_pct: Optional[float] = typer.Option(None, "--gate", metavar="PCT", min=0.0,
+                                             help="exit 1 when the step time got slower by more than PCT % beyond "
+                                                  "noise (95 % CI); exit 2 when the profiles are not comparable"),
     kernel: Optional[str] = typer.Option(None, "--kernel", help="Nsight Compute reports: compare only kernels "
                                          "whose name matches this regular expression"),
     nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
                                    help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
 ) -> None:
     """Compare two profiles (help: DIFF_HELP)."""
-    from perflab.analysis.compare import compare
-    from perflab.doctor.sides import load_run
     from perflab.history import resolve
     from perflab.outputs import check_output, write_output
 
     if _ncu_pair(before, after):
-        if html is not None or plot is not None or rank is not None:
-            raise PerflabError("--html, --plot and --rank apply to trace diffs, not to Nsight Compute reports")
+        if html is not None or plot is not None or rank is not None or gate_pct is not None:
+            raise PerflabError("--html, --plot, --rank and --gate apply to trace diffs, not to Nsight Compute reports")
         _ncu_diff(before, after, kernel or "", json_out)
         return
     if kernel is not None:
@@ -61,19 +66,23 @@ def diff(
         from perflab.report.diff import check_plot_path
 
         check_plot_path(plot)
-    steps = None if nvtx_steps.lower() == "none" else nvtx_steps
-    b = load_run(before, rank=rank, nvtx_steps=steps)
-    a = load_run(after, rank=rank, nvtx_steps=steps)
-    result = compare(b, a, top=top)
+    from perflab.cli.activity import activity
+    from perflab.report.documents import diff_result
+
     written = []
-    if html is not None:
-        from perflab.report.html import diff_html
+    with activity(quiet=json_out) as say:
+        result, b, a = diff_result(before, after, rank=rank, top=top, gate_pct=gate_pct, nvtx_steps=nvtx_steps,
+                                   say=say)
+        if html is not None:
+            from perflab.report.html import diff_html
 
-        written.append(write_output(html, diff_html(result, b.report, a.report), force=force, inputs=inputs))
-    if plot is not None:
-        from perflab.report.diff import save_diff_plot
+            say(f"writing {html}")
+            written.append(write_output(html, diff_html(result, b.report, a.report), force=force, inputs=inputs))
+        if plot is not None:
+            from perflab.report.diff import save_diff_plot
 
-        written.append(save_diff_plot(result, plot, force=force, inputs=inputs))
+            say(f"writing {plot}")
+            written.append(save_diff_plot(result, plot, force=force, inputs=inputs))
     if json_out:
         from perflab.report.diff import diff_json
 
@@ -82,8 +91,12 @@ def diff(
         from perflab.report.diff import render_diff
 
         render_diff(result)
+        if result.gate is not None:
+            typer.echo(f"gate {gate_pct:g} %: {result.gate['verdict']}")
     for path in written:
         typer.echo(f"wrote {path}", err=json_out)
+    if result.gate is not None and result.gate["failed"]:
+        raise SystemExit(1)
 
 
 _KIND_WORDS = {"ncu": "an Nsight Compute report", "ncu-csv": "an Nsight Compute CSV export",

@@ -42,13 +42,23 @@ def register(app: typer.Typer) -> None:
             from perflab.cli.investigate import show
             from perflab.doctor.investigation import build
 
-            show(build(path), json_out=json_out, html=html, force=force, inputs=[path])
-            return
-        report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
-        if html is not None:
-            from perflab.report.html import report_html
+            from perflab.cli.activity import activity
 
-            html = write_output(html, report_html(report), force=force, inputs=[path])
+            with activity(quiet=json_out) as say:
+                say(f"reading {path}")
+                inv = build(path)
+            show(inv, json_out=json_out, html=html, force=force, inputs=[path])
+            return
+        from perflab.cli.activity import activity
+
+        with activity(quiet=json_out) as say:
+            say(f"reading and diagnosing {path}")
+            report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
+            if html is not None:
+                from perflab.report.html import report_html
+
+                say(f"writing {html}")
+                html = write_output(html, report_html(report), force=force, inputs=[path])
         if json_out:
             from perflab.report.json import report_json
 

@@ -38,7 +38,7 @@ def investigate(
     target: Optional[str] = typer.Option(None, help="the script or module to profile when it is not the first .py "
                                                     "in CMD"),
     slice_s: float = typer.Option(0.1, "--slice", help="seconds per step when steps are time slices"),
-    out: Optional[Path] = typer.Option(None, help="folder for the evidence [default: a new folder under "
+    out: Optional[Path] = typer.Option(None, help="folder for the evidence \\[default: a new folder under "
                                                   "./perflab-work/investigate]"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON (perflab.investigation/1)"),
     html: Optional[Path] = typer.Option(None, "--html", help="also write the report as a self-contained HTML file"),

@@ -18,7 +18,7 @@ from rich.text import Text
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, progress, replay, runner, workspace
 from perflab.puzzles.engine.spec import Puzzle, display_path
-from perflab.cli.common import confirm, fail
+from perflab.cli.common import confirm, fail, openable
 from perflab.cli.common import console as console_
 from perflab.report import summary as render
 
@@ -73,9 +73,10 @@ def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     console.print(Text(f"{p.title}  [{p.id}, level {p.level}]", style="bold"))
     if p.prerequisites:
         console.print(f"after: {', '.join(p.prerequisites)}")
-    console.print(Markdown(p.story.strip()))
+    console.print(Markdown(openable(p, p.story.strip())))
     console.print(Text.assemble(("\nQuestion: ", "bold"), p.question.strip()))
-    console.print(Text.assemble(("Look at: ", "bold"), p.look_at.strip(), f"  (tools: {', '.join(p.tools) or '-'})"))
+    console.print(Text.assemble(("Look at: ", "bold"), openable(p, p.look_at.strip()),
+                                f"  (tools: {', '.join(p.tools) or '-'})"))
     recorded = replay.is_recorded(p)
     console.print(Text.assemble(("Runs on: ", "bold"), "a CUDA GPU" if p.requirements.gpu else "a GPU or the CPU",
                                 "; without one, `run` replays the recorded evidence" if recorded else
@@ -234,7 +235,7 @@ def hint_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
         if not 1 <= k <= len(p.hints):
             raise PerflabError(f"{p.id} has hints 1..{len(p.hints)}")
         db.add_event(p.id, "hint", str(k))
-    print(f"hint {k}/{len(p.hints)}: {p.hints[k - 1].strip()}")
+    print(f"hint {k}/{len(p.hints)}: {openable(p, p.hints[k - 1].strip())}")
     if n is None and seen >= len(p.hints):
         print("(that is the last hint; `perflab solution` shows the fix)")
 

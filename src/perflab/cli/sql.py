@@ -15,8 +15,8 @@ SQL_HELP = (
     "Run a DuckDB SQL query over a trace: an Nsight Systems export (.sqlite; .nsys-rep through nsys) or a "
     "Kineto trace (.json/.json.gz, or a folder of per-rank traces), loaded into the same views for both: "
     "events, kernels, memcpy, memset, gpu_ops, api, sync, nvtx, cpu_ops, os_runtime, steps, devices, meta, notes "
-    "(`perflab sql FILE --schema` lists their columns; docs/sql.md has the details). Needs DuckDB: "
-    "pip install 'perflab[sql]'."
+    "(`perflab sql FILE --schema` lists their columns). COPY (SELECT ...) TO 'file' writes a result (an existing "
+    "file only with --force). Needs DuckDB: pip install 'perflab\\[sql]'."
 )
 
 
@@ -33,29 +33,23 @@ def sql(
     nvtx_steps: str = typer.Option("auto", "--nvtx-steps", metavar="REGEX|auto|none",
                                    help="Nsight Systems: the NVTX ranges that are steps (see perflab doctor --help)"),
     limit: int = typer.Option(200, "--limit", min=0, help="rows shown in the terminal (0: all)"),
+    force: bool = typer.Option(False, "--force", help="let COPY ... TO / EXPORT DATABASE overwrite existing files"),
 ) -> None:
     """Query a trace with SQL (help: SQL_HELP)."""
-    from perflab.analysis.sql_views import VIEWS, open_db
+    from perflab.cli.activity import activity
+    from perflab.report.documents import sql_document
 
     if csv_out and json_out:
         raise PerflabError("--csv and --json: pick one")
-    if not schema and not query:
-        raise PerflabError('give a query: perflab sql FILE "SELECT name, count(*) FROM kernels GROUP BY 1" '
-                           "(--schema lists the views)")
-    db = open_db(path, nvtx_steps=None if nvtx_steps.lower() == "none" else nvtx_steps)
-    if schema:
-        rows = []
-        for view in VIEWS:
-            cols, _ = db.query(f"SELECT * FROM {view} LIMIT 0")
-            rows.append((view, ", ".join(cols)))
-        cols = ["view", "columns"]
-    else:
-        cols, rows = db.query(query)
-    notes = [n for (n,) in db.query("SELECT note FROM notes")[1]]
+    with activity(quiet=json_out or csv_out) as say:
+        say(f"reading {path} and running the query")
+        doc, written = sql_document(path, query, schema=schema, force=force, nvtx_steps=nvtx_steps)
+    for out in written:
+        typer.echo(f"wrote {out}", err=True)
     if json_out:
-        typer.echo(json.dumps({"schema": "perflab.sql/1", "query": query, "columns": cols,
-                               "rows": [list(r) for r in rows], "notes": notes}, default=str))
+        typer.echo(json.dumps(doc, default=str))
         return
+    cols, rows, notes = doc["columns"], doc["rows"], doc["notes"]
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     if csv_out:

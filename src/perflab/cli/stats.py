@@ -33,23 +33,16 @@ def stats(
     top: int = typer.Option(0, "--top", min=0, help="rows per report in the terminal (0: all)"),
 ) -> None:
     """Summaries of an nsys export or Kineto trace (help: STATS_HELP)."""
-    from perflab.analysis.records import trace_notes
-    from perflab.analysis.stats_reports import REPORTS, stats_tables
-    from perflab.trace.loader import load_timeline
+    from perflab.cli.activity import activity
+    from perflab.report.documents import stats_document
 
     if csv_out and json_out:
         raise PerflabError("--csv and --json: pick one")
-    names = report or list(REPORTS)
-    unknown = [n for n in names if n not in REPORTS]
-    if unknown:
-        raise PerflabError(f"unknown report {unknown[0]!r}: one of {', '.join(REPORTS)}")
-    trace = load_timeline(path, nvtx_steps=None)
-    tables = stats_tables(trace, names)
-    notes = trace_notes(trace)
+    with activity(quiet=json_out or csv_out) as say:
+        say(f"reading and summarising {path}")
+        doc, trace, tables = stats_document(path, report)
+    notes = doc["notes"]
     if json_out:
-        doc = {"schema": "perflab.stats/1", "source": {"path": str(path), "kind": trace.meta.get("source", "kineto"),
-                                                        "device": trace.meta.get("device_name", "")},
-               "notes": notes, "reports": {t.name: t.to_dict() for t in tables}}
         typer.echo(json.dumps(doc, indent=1, default=float))
         return
     if csv_out:
@@ -105,11 +98,16 @@ def _render_table(console, t, top: int) -> None:
         if c in shown:
             shown.remove(c)
             dropped.append(label[c])
+    # the text columns get what the numbers leave (Rich would otherwise shrink every column, numbers to nothing)
+    texts = [c for c in shown if c in _TEXT_COLUMNS]
+    left = console.width - sum(width[x] + 3 for x in shown if x not in _TEXT_COLUMNS) - 1 - 3 * len(texts)
+    text_width = max(12, left // max(len(texts), 1))
     unit = "sizes in MB" if any("(MB)" in c for c in t.columns) else "times in ns"
     table = Table(title=Text(f"{t.title} ({t.name}; {unit})"), show_header=True, header_style="bold", expand=False)
     for c in shown:
         if c in _TEXT_COLUMNS:  # long C++ names stay on one line
-            table.add_column(label[c], justify="left", overflow="ellipsis", no_wrap=True, min_width=12)
+            table.add_column(label[c], justify="left", overflow="ellipsis", no_wrap=True, min_width=12,
+                             max_width=text_width)
         else:
             table.add_column(label[c], justify="left" if c == "Style" else "right", no_wrap=True, min_width=width[c])
     index = [t.columns.index(c) for c in shown]

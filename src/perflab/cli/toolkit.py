@@ -37,7 +37,7 @@ def profile(
     cmd: Optional[List[str]] = CMD,
     steps: int = typer.Option(10, help="steps to record"),
     warmup: int = typer.Option(3, help="steps to run first, unrecorded"),
-    out: Optional[Path] = typer.Option(None, help="folder for the trace(s) [default: a new folder under "
+    out: Optional[Path] = typer.Option(None, help="folder for the trace(s) \\[default: a new folder under "
                                                   "./perflab-work/profile]"),
     stack: bool = typer.Option(False, "--stack", help="record Python call stacks"),
     memory: bool = typer.Option(False, "--memory", help="record tensor allocations"),
@@ -90,8 +90,14 @@ def profile(
     _remember(found, out, report)
     console = safe_console(highlight=False, soft_wrap=True)
     console.print(lib.doctor_summary(traces, report=report))
-    console.print("perflab: this run is run:1 in the history (`perflab diff run:2 run:1` compares it with the one "
-                  "before)")
+    from perflab.history import runs_with_trace
+
+    if runs_with_trace() >= 2:
+        console.print("perflab: this run is run:1 in the history (`perflab diff run:2 run:1` compares it with the one "
+                      "before)")
+    else:
+        console.print("perflab: this run is run:1 in the history; profile again after a change, then "
+                      "`perflab diff run:2 run:1` compares the two")
     if html is None or report is None:
         return
     from perflab.outputs import write_output

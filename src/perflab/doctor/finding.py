@@ -51,7 +51,7 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.id not in TAXONOMY_IDS:
-            raise ValueError(f"finding id {self.id!r} is not in TAXONOMY.md")
+            raise ValueError(f"finding id {self.id!r} is not a taxonomy id (perflab taxonomy lists them)")
         if self.severity not in SEVERITY_ORDER:
             raise ValueError(f"severity {self.severity!r} not one of {SEVERITIES}")
         if not self.level:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.doctor.finding import SEVERITY_ORDER
-from perflab.doctor.investigation_files import Evidence, number, scan, section, strings, text
+from perflab.doctor.investigation_files import Evidence, by_hand, number, runnable_here, scan, section, strings, text
 from perflab.doctor.investigation_kernels import Reports, kernel_entries
 from perflab.doctor.investigation_memory import memory_entry, memory_reasons, not_needed
 from perflab.doctor.investigation_system import KERNELS, MIN_GAIN_PCT, Level1, read_level1, system_entry
@@ -60,14 +60,15 @@ def build(folder: str | Path, *, level1: Level1 | None = None) -> Investigation:
     ev = scan(folder)
     rec = ev.record
     opts = options_of(rec)
-    program = strings(rec.get("program")) or None
+    recorded = strings(rec.get("program")) or None
+    program = runnable_here(recorded)  # for the by-hand commands; the report names what ran
     l1 = level1 or read_level1(ev.traces, folder, kernels=opts["kernels"], min_gain_pct=opts["min_gain_pct"],
                                max_launches=opts["max_launches"])
     levels = [_system(l1, rec, program, opts, folder), _kernels(l1, ev, rec, program, folder),
               _memory(ev, rec, program, folder, opts)]
     device = (l1.trace.meta.get("device_name") if l1.trace is not None else None) or \
         text(section(rec, "levels", "1", "memory").get("device"))
-    data = {"schema": SCHEMA, "program": program, "folder": str(folder), "device": device or "",
+    data = {"schema": SCHEMA, "program": recorded, "folder": str(folder), "device": device or "",
             "recorded_by_perflab": bool(rec), "started": text(rec.get("started")) or None,
             "wall_s": number(rec.get("wall_s")), "headline": headline(levels), "levels": levels,
             "files_not_read": [{"file": n, "why": w} for n, w in ev.other]}
@@ -89,7 +90,7 @@ def _system(l1: Level1, rec: dict, program: list[str] | None, opts: dict, folder
     extra = (f" --marker {shlex.quote(opts['marker'])}" if opts["marker"] else "") + \
         (f" --target {shlex.quote(opts['target'])}" if opts["target"] else "")
     commands = {"record": f"perflab profile --steps {opts['steps']} --warmup {opts['warmup']}{extra} "
-                          f"--out {shlex.quote(str(folder / 'by-hand' / 'level1'))} -- {_prog(program)}"}
+                          f"--out {shlex.quote(str(by_hand(folder) / 'level1'))} -- {_prog(program)}"}
     if l1.paths:
         commands["read"] = f"perflab doctor {shlex.quote(str(l1.paths[0] if len(l1.paths) == 1 else folder))}"
     status = text(r.get("status")) or ("done" if l1.report is not None else "missing")
@@ -164,7 +165,7 @@ def _memory(ev: Evidence, rec: dict, program: list[str] | None, folder: Path, op
     stats = section(rec, "levels", "1", "memory") or None
     reasons = strings(r.get("reasons")) or memory_reasons(stats, text(section(rec, "levels", "1").get("output_tail")))
     target = f" --target {shlex.quote(opts['target'])}" if opts["target"] else ""
-    commands = {"record": f"perflab memory record{target} --out {shlex.quote(str(folder / 'by-hand' / 'memory.json.gz'))} "
+    commands = {"record": f"perflab memory record{target} --out {shlex.quote(str(by_hand(folder) / 'memory.json.gz'))} "
                           f"-- {_prog(program)}"}
     status = text(r.get("status"))
     if not ev.snapshots:

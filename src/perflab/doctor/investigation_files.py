@@ -7,7 +7,9 @@ one report. The record is data from a file: every field is checked for its type 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,36 @@ RECORD = "investigation.json"
 RECORD_SCHEMA = "perflab.investigation-run/1"
 BY_HAND = "by-hand"     # the subfolder the report's by-hand commands write into (not read as evidence)
 _STEM = re.compile(r"(\.ncu-rep|\.csv)?(\.gz)?$")
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # src/perflab
+_PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
+_IN_PACKAGE = re.compile(r"(?:^|[/\\])perflab[/\\]((?:catalog|puzzles|workloads)[/\\].+)$")
+
+
+def runnable_here(program: list[str] | None) -> list[str] | None:
+    """A program recorded on another machine, as this one can run it: an interpreter that is not here becomes
+    this Python (which has perflab), and a file of perflab's own (a puzzle's workload) the installed one."""
+    if not program:
+        return program
+    out = list(program)
+    if not os.path.exists(out[0]) and _PYTHON.fullmatch(Path(out[0]).name):
+        out[0] = sys.executable
+    for i, arg in enumerate(out):
+        if os.path.isabs(arg) and not os.path.exists(arg) and (m := _IN_PACKAGE.search(arg)):
+            mine = _PACKAGE / m.group(1)
+            out[i] = str(mine) if mine.exists() else arg
+    return out
+
+
+def by_hand(folder: Path) -> Path:
+    """Where the report's by-hand commands write: beside the evidence, unless the evidence ships inside the
+    installed package (a puzzle's recording), which is no place to write: then ./perflab-by-hand/NAME."""
+    try:
+        inside = folder.resolve().is_relative_to(_PACKAGE)
+    except OSError:
+        inside = False
+    return Path("perflab-by-hand") / folder.name if inside else folder / BY_HAND
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 
 from perflab.analysis.kernel_targets import KernelTarget
 from perflab.analysis.ncu_plan import LaunchPlan, function_name, template_key
-from perflab.doctor.investigation_files import BY_HAND, number, text
+from perflab.doctor.investigation_files import by_hand, number, text
 from perflab.doctor.investigation_system import Level1, finding_dict
 from perflab.errors import PerflabError
 
@@ -94,7 +94,7 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
                               "duration_us": round(float(trace.dur[t.row]), 3)},
             "status": text(rec.get("status")) or ("done" if i in assigned else "not-run"),
             "error": text(rec.get("error")) or None, "took_s": number(rec.get("took_s")),
-            "commands": {"record": plan.perflab_command(program, out=str(folder / BY_HAND), name=f"ncu-{i + 1}")},
+            "commands": {"record": plan.perflab_command(program, out=str(by_hand(folder)), name=f"ncu-{i + 1}")},
         }
         path = assigned.get(i)
         if path is None:

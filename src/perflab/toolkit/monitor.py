@@ -257,12 +257,12 @@ class GPUMonitor:
 
         return pd.DataFrame(self.records(), columns=list(FIELDS))
 
-    def to_json(self, path: str | Path) -> Path:
-        path = Path(path)
+    def to_json(self, path: str | Path, *, force: bool = False) -> Path:
+        from perflab.outputs import write_output
+
         doc = {"schema": SCHEMA, "device": self.name, "interval_s": self.interval,
                "summary": _finite(self.summary()), "samples": self.records()}
-        path.write_text(json.dumps(doc, indent=1))
-        return path
+        return write_output(path, json.dumps(doc, indent=1), force=force)
 
     def to_csv(self, path: str | Path, *, force: bool = False) -> Path:
         import csv

@@ -249,8 +249,9 @@ def run_scaling(cmd: Sequence[str], counts: Sequence[int], out: Path, *, mode: s
     efficiency(points, mode)
     result = {"schema": SCHEMA, "mode": mode, "device": device, "counts": list(counts),
               "torchrun_args": list(torchrun_args), "points": points, "environment": _environment_facts(device)}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling.json").write_text(json.dumps(result, indent=1, default=str))
+    from perflab.outputs import write_output
+
+    write_output(out / "scaling.json", json.dumps(result, indent=1, default=str), force=True)  # folder checked
     return result
 
 

@@ -173,6 +173,7 @@ def _metadata(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         "device_properties": [p for p in props if isinstance(p, dict)],
         "base_time_ns": doc.get("baseTimeNanoseconds"),
         "trace_name": doc.get("traceName"),
+        "cuda_driver_version": doc.get("cuda_driver_version") if isinstance(doc.get("cuda_driver_version"), int) else None,
     }
 
 

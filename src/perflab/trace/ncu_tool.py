@@ -39,8 +39,9 @@ def export_csv(ncu: Path, report: Path, csv_path: Path) -> Path:
     proc = subprocess.run(export_csv_command(ncu, report), capture_output=True, text=True)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise PerflabError(f"ncu could not export {report} as CSV: {last_line(proc.stderr or proc.stdout)}")
-    csv_path.write_text(proc.stdout)
-    return csv_path
+    from perflab.outputs import write_output
+
+    return write_output(csv_path, proc.stdout, force=True)  # beside the report the caller already checked
 
 
 def last_line(text: str) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from perflab.errors import UnreadableInput
 from perflab.trace import nsys_capture as cap
+from perflab.trace import nsys_checks as checks
 from perflab.trace import nsys_tables as tables
 from perflab.trace.model import CPU_OP, GPU_WORK_KINDS, OTHER, RUNTIME, Trace
 from perflab.trace.nsys_db import CHUNK_ROWS, Schema, connect
@@ -65,6 +66,11 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
                                   "CUPTI/NVTX tables); give the output of `nsys export --type sqlite`")
         capture = _capture(conn, schema)
         parts, texts, dropped = _read_parts(conn, schema, chunk_rows)
+        unusable = schema.accounts.summary()
+        refused = checks.refusal(unusable, sum(schema.accounts.rows.values()))
+        if refused:
+            raise UnreadableInput(f"{path}: {refused}")
+        capture["unusable"] = unusable
         names = NameTable()
         resolve(conn, schema, parts, texts, names)
         capture["duplicate_api_rows"] = dropped
@@ -84,7 +90,7 @@ def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = C
         nsys_version=capture["export"].get("nsys_version"), rank=0, world_size=1, capture=capture,
         device_properties=capture["devices"], nvtx_steps=steps, thread_names_nsys=meta_threads,
         processes=meta_procs, host_ops_from_runtime=not _has_operators(trace), framework=_framework(trace),
-        n_events=len(trace), dropped_events=0,
+        n_events=len(trace), dropped_events=sum(i["dropped"] for i in unusable.values()),
     )
     trace.meta["device_name"] = device_name(trace)
     trace.cache["comm_records"] = []  # no Kineto collective args in an export: never re-read the file as JSON

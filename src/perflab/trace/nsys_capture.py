@@ -207,7 +207,8 @@ def capture_summary(trace) -> dict:
             "warnings": [m for m in diag.get("messages", []) if m["severity"] in ("warning", "error")],
             "duplicate_api_rows": capture.get("duplicate_api_rows", 0),
             "run_duration_ms": settings.get("run_duration_ms"), "nvtx_steps": trace.meta.get("nvtx_steps"),
-            "pid": trace.meta.get("pid"), "no_gpu_work": capture.get("no_gpu_work")}
+            "pid": trace.meta.get("pid"), "no_gpu_work": capture.get("no_gpu_work"),
+            "unusable": capture.get("unusable") or {}}
 
 
 def capture_notes(trace) -> list[str]:
@@ -227,6 +228,9 @@ def capture_notes(trace) -> list[str]:
     if (capture.get("tables") or {}).get("graph_trace"):
         notes.append("CUDA graphs were traced whole (nsys --cuda-graph-trace=graph): each graph launch is one row named "
                      "'Graph Exec N'; record with --cuda-graph-trace=node to see their kernels")
+    from perflab.trace.nsys_checks import notes as unusable_notes
+
+    notes += unusable_notes(capture.get("unusable") or {})
     if capture.get("duplicate_api_rows"):
         notes.append(f"{capture['duplicate_api_rows']:,} CUDA API rows listed twice under one correlation id were "
                      "counted once")

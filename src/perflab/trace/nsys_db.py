@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from perflab.errors import UnreadableInput
+from perflab.trace.nsys_checks import Accounts, time_check, type_check
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHUNK_ROWS = 1 << 16
@@ -73,6 +74,7 @@ class Schema:
 
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
     path: str = ""  # the file, for readers in other processes
+    accounts: Accounts = field(default_factory=Accounts)  # what the readers could not use (nsys_checks)
 
     @classmethod
     def read(cls, conn: sqlite3.Connection, path: str | Path = "") -> "Schema":
@@ -113,20 +115,32 @@ def select_expr(schema: Schema, table: str, column: str, default: int | float) -
 
 
 def chunks(conn: sqlite3.Connection, schema: Schema, table: str, spec: dict[str, tuple[str, object, str]],
-           where: str = "", chunk_rows: int = CHUNK_ROWS) -> Iterator[dict[str, np.ndarray]]:
+           where: str = "", chunk_rows: int = CHUNK_ROWS,
+           required: tuple[str, ...] = ("start", "end")) -> Iterator[dict[str, np.ndarray]]:
     """Yield the table in chunks of numpy columns.
 
     spec: output name -> (source column or SQL expression, default, numpy dtype). A source naming a
-    column the table lacks reads as the default; NULL reads as the default. A large table is read by
+    column the table lacks reads as the default; NULL reads as the default. A table without the `required`
+    columns is not read, and rows whose start or end is not a number are dropped: both are counted in
+    schema.accounts (nsys_checks), as are rows with text in another numeric column. A large table is read by
     several processes at once, each a range of rowids (SQLite decodes rows on one core per connection).
     """
     if table not in schema.columns:
         return
-    exprs, dtype = [], []
+    missing = [c for c in required if not schema.has(table, c)]
+    if missing:
+        schema.accounts.unusable(table, count(conn, schema, table), unusable_columns(schema, table, missing))
+        return
+    exprs, dtype, numeric = [], [], []
     for name, (source, default, np_type) in spec.items():
-        expr = select_expr(schema, table, source, default) if re.fullmatch(r"\w+", source) else source
+        plain = bool(re.fullmatch(r"\w+", source))
+        expr = select_expr(schema, table, source, default) if plain else source
         exprs.append(expr)
         dtype.append((name, np_type))
+        if plain and schema.has(table, source) and source not in ("start", "end"):
+            numeric.append(source)
+    exprs += [time_check(), type_check(numeric)]
+    dtype += [("_why", "i1"), ("_wrong", "i2")]
     sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE ' + (f"({where}) AND " if where else "")
     record = np.dtype(dtype)
     ranges = _rowid_ranges(conn, table) if schema.path else []
@@ -136,7 +150,17 @@ def chunks(conn: sqlite3.Connection, schema: Schema, table: str, spec: dict[str,
     else:
         blocks = _blocks(conn.execute(sql + "1"), record, chunk_rows)
     for block in blocks:
-        yield {name: np.ascontiguousarray(block[name]) for name in record.names}
+        keep = schema.accounts.block(table, block["_why"], block["_wrong"])
+        if not keep.all():
+            block = block[keep]
+        yield {name: np.ascontiguousarray(block[name]) for name in record.names if not name.startswith("_")}
+
+
+def unusable_columns(schema: Schema, table: str, missing: list[str]) -> str:
+    """Why a table is not read: the columns it lacks, and (briefly) what it has instead."""
+    has = list(schema.columns.get(table, ()))
+    shown = ", ".join(has[:8]) + (f" and {len(has) - 8} more" if len(has) > 8 else "")
+    return f"no column {' or '.join(repr(c) for c in missing)} (it has {shown or 'none'})"
 
 
 def read_workers() -> int:

@@ -14,7 +14,8 @@ from typing import Iterator
 import numpy as np
 
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, USER_ANNOTATION
-from perflab.trace.nsys_db import CHUNK_ROWS, Schema, chunks
+from perflab.trace.nsys_checks import TIME_REASONS
+from perflab.trace.nsys_db import CHUNK_ROWS, Schema, chunks, count, unusable_columns
 
 KERNEL_T, MEMCPY_T, MEMSET_T = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_T = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one row per graph launch
@@ -127,6 +128,8 @@ def kernels(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_RO
     t = KERNEL_T
     name_col = schema.first(t, "demangledName", "shortName")
     if name_col is None:
+        if t in schema.columns:
+            schema.accounts.unusable(t, count(conn, schema, t), unusable_columns(schema, t, ["demangledName", "shortName"]))
         return
     dims = all(schema.has(t, c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"))
     smem = " + ".join(f'ifnull("{c}", 0)' for c in ("staticSharedMemory", "dynamicSharedMemory") if schema.has(t, c))
@@ -187,7 +190,7 @@ def api_calls(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_
     for de-duplication (`dedupe_api`)."""
     spec = {"start": ("start", 0, "i8"), "end": ("end", 0, "i8"), "gtid": ("globalTid", 0, "i8"),
             "corr": ("correlationId", -1, "i8"), "name": ("nameId", -1, "i8"), "klass": ("eventClass", 0, "i8")}
-    for b in chunks(conn, schema, RUNTIME_T, spec, chunk_rows=chunk_rows):
+    for b in chunks(conn, schema, RUNTIME_T, spec, chunk_rows=chunk_rows, required=("start", "end", "nameId")):
         n = b["start"].size
         out = _host(b, n, RUNTIME, "cuda_runtime", b["name"])
         out["cat"] = np.where(b["klass"] == DRIVER_EVENT_CLASS, CAT["cuda_driver"], CAT["cuda_runtime"]).astype(np.int16)
@@ -217,7 +220,7 @@ def os_calls(conn: sqlite3.Connection, schema: Schema, chunk_rows: int = CHUNK_R
     """OS runtime calls (poll, pthread_cond_wait, read, ...): host waits, as CPU ops of cat os_runtime."""
     spec = {"start": ("start", 0, "i8"), "end": ("end", 0, "i8"), "gtid": ("globalTid", 0, "i8"),
             "name": ("nameId", -1, "i8")}
-    for b in chunks(conn, schema, OSRT_T, spec, chunk_rows=chunk_rows):
+    for b in chunks(conn, schema, OSRT_T, spec, chunk_rows=chunk_rows, required=("start", "end", "nameId")):
         n = b["start"].size
         yield _host(b, n, CPU_OP, "os_runtime", b["name"])
 
@@ -230,17 +233,21 @@ def nvtx_ranges(conn: sqlite3.Connection, schema: Schema, texts: dict[str, int],
     if not schema.has(t, "start", "eventType"):
         return
     text = '"text"' if schema.has(t, "text") else "NULL"
-    text_id = 'ifnull("textId", -1)' if schema.has(t, "textId") else "-1"
-    gtid = 'ifnull("globalTid", 0)' if schema.has(t, "globalTid") else "0"
+    text_id = _integer(schema, t, "textId", -1)
+    gtid = _integer(schema, t, "globalTid", 0)
     end = '"end"' if schema.has(t, "end") else "NULL"
     types = ",".join(str(x) for x in NVTX_RANGES)
+    ranges = f"eventType IN ({types}) AND {end} IS NOT NULL"
+    ok = f"""typeof(start) IN ('integer', 'real') AND typeof({end}) IN ('integer', 'real') AND {end} >= start"""
+    _count_bad_ranges(conn, schema, t, f"{ranges} AND NOT ({ok})", end)
     cursor = conn.execute(f'SELECT start, {end}, eventType, {gtid}, {text_id}, {text} FROM "{t}" '
-                          f"WHERE eventType IN ({types}) AND {end} IS NOT NULL AND {end} >= start")
+                          f"WHERE {ranges} AND {ok}")
     while True:
         rows = cursor.fetchmany(chunk_rows)
         if not rows:
             return
         n = len(rows)
+        schema.accounts.rows[t] += n
         start = np.fromiter((r[0] for r in rows), np.int64, n)
         block = {"start": start, "end": np.fromiter((r[1] for r in rows), np.int64, n),
                  "gtid": np.fromiter((r[3] for r in rows), np.int64, n)}
@@ -249,6 +256,21 @@ def nvtx_ranges(conn: sqlite3.Connection, schema: Schema, texts: dict[str, int],
         out = _host(block, n, USER_ANNOTATION, "user_annotation", code)
         out["style"] = np.fromiter((r[2] for r in rows), np.int16, n)
         yield out
+
+
+def _integer(schema: Schema, table: str, column: str, default: int) -> str:
+    """SQL for an integer column read as `default` where it is missing, NULL or not an integer."""
+    if not schema.has(table, column):
+        return str(default)
+    return f"""CASE WHEN typeof("{column}") = 'integer' THEN "{column}" ELSE {default} END"""
+
+
+def _count_bad_ranges(conn: sqlite3.Connection, schema: Schema, table: str, where: str, end: str) -> None:
+    """NVTX ranges whose times are not numbers (or that end before they start): counted, not read."""
+    why = (f"""CASE WHEN typeof(start) NOT IN ('integer', 'real') THEN 1 """
+           f"""WHEN typeof({end}) NOT IN ('integer', 'real') THEN 2 ELSE 3 END""")
+    for code, n in conn.execute(f'SELECT {why}, count(*) FROM "{table}" WHERE {where} GROUP BY 1'):
+        schema.accounts.unusable(table, int(n), TIME_REASONS[int(code)])
 
 
 def _intern(table: dict[str, int], text: str) -> int:

@@ -232,8 +232,9 @@ def write_document(path: str | Path, doc: dict) -> Path:
     data = orjson.dumps(doc)
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=1)
-    path.write_bytes(data)
-    return path
+    from perflab.outputs import write_output
+
+    return write_output(path, data, force=True)
 
 
 # -- scenarios: one small workload per bottleneck, and their fixed versions -------------------

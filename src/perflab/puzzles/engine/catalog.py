@@ -67,5 +67,5 @@ def with_tag(puzzles: list[Puzzle], tag: str) -> list[Puzzle]:
     from perflab.doctor.finding import TAXONOMY_IDS
 
     if tag not in TAXONOMY_IDS:
-        raise PerflabError(f"{tag!r} is not a taxonomy id (see TAXONOMY.md), e.g. host-sync, launch-overhead")
+        raise PerflabError(f"{tag!r} is not a taxonomy id, e.g. host-sync, launch-overhead (perflab taxonomy lists them)")
     return [p for p in puzzles if tag in p.taxonomy]

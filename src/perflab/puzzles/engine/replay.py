@@ -91,7 +91,7 @@ class Evidence:
 
     def require_json(self, name: str, key: str, what: str, how: str = "") -> dict[str, Any]:
         """A recorded JSON artifact (`name` in the recording) that must have `key`; else a one-line error
-        saying what is missing and how to record it (`how`, default: scripts/record_artifacts.py)."""
+        saying what is missing and how to record it (`how`, default: record_hint)."""
         data = read_json(self.folder / name)
         if not data.get(key):
             raise PerflabError(f"no {what} in {display_path(self.folder)}: {how or self._record_hint()}")
@@ -144,8 +144,14 @@ class Evidence:
         return self._reports[key]
 
     def _record_hint(self) -> str:
-        who = f" {self.puzzle_id}" if self.puzzle_id else ""
-        return f"record it on a GPU machine with `python3 scripts/record_artifacts.py{who}`"
+        return record_hint(self.puzzle_id)
+
+
+def record_hint(puzzle_id: str | None) -> str:
+    """What a user can run when a recording lacks a file (the repository's recording scripts are not theirs)."""
+    who = puzzle_id or "ID"
+    return (f"this recording does not hold it (`perflab list` marks puzzles not recorded yet); on a machine with an "
+            f"NVIDIA GPU, `perflab run {who}` profiles the puzzle live")
 
 
 def is_recorded(puzzle: Puzzle) -> bool:

@@ -77,4 +77,4 @@ def _type_words(kinds: tuple[type, ...]) -> str:
 
 def _sample(allowed: Any) -> str:
     items = sorted(allowed)
-    return ", ".join(items) if len(items) <= 8 else ", ".join(items[:8]) + ", ... (see TAXONOMY.md)"
+    return ", ".join(items) if len(items) <= 8 else ", ".join(items[:8]) + ", ... (perflab taxonomy lists them all)"

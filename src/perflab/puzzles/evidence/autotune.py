@@ -10,7 +10,6 @@ autotuner used for each call and the median time of every config on that call's 
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -67,8 +66,7 @@ def record_variant(puzzle: Puzzle, source: Path, out_dir: Path, variant: str, *,
     props = torch.cuda.get_device_properties(0)
     log = build_log(module, state, props.name, props.multi_processor_count)
     out = log_file(out_dir, variant)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
+    runner.write_json(out, log)
     return out
 
 

@@ -130,8 +130,8 @@ def load_profile(folder: Path, variant: str) -> Any:
 
     path = csv_file(folder, variant)
     if not path.is_file():
-        raise PerflabError(f"no recorded {variant} Nsight Compute report at {display_path(path)}: record it on a "
-                           "GPU machine with `python3 scripts/record_artifacts.py`")
+        raise PerflabError(f"no recorded {variant} Nsight Compute report at {display_path(path)}: "
+                           f"{replay.record_hint(None)}")
     return load(path)
 
 

@@ -181,7 +181,7 @@ def record_table(target: Path, workdir: Path, device: str) -> Path:
     table = {"schema": "perflab.profilers/1", "target": target.name, "device": device, "rounds": ROUNDS,
              "steps_per_round": STEPS_PER_ROUND, "python": sys.version.split()[0], "rows": rows}
     path = workdir / TABLE_FILE
-    path.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    runner.write_json(path, table)
     return path
 
 

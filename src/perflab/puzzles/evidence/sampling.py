@@ -63,7 +63,7 @@ def record_pyspy(puzzle: Any, workdir: Path, device: str) -> list[Path]:
             fh.write(raw.read_bytes())
         out.append(dest)
     meta = workdir / "pyspy.json"
-    meta.write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
+    runner.write_json(meta, log)
     return out + [meta]
 
 

@@ -18,8 +18,7 @@ def autotune_log(ev: Any, variant: str) -> dict[str, Any]:
     if variant not in cache:
         path = log_file(ev.folder, variant)
         if not path.is_file():
-            raise PerflabError(f"no recorded {variant} autotuning log at {display_path(path)}: record it on a GPU "
-                               "machine with `python3 scripts/record_artifacts.py`")
+            raise PerflabError(f"no recorded {variant} autotuning log at {display_path(path)}: {ev._record_hint()}")
         cache[variant] = load(path)
     return cache[variant]
 

@@ -55,7 +55,7 @@ def normalize(question: Any, raw: str) -> Any:
 
         tid = re.sub(r"[\s_]+", "-", text.lower())
         if tid not in TAXONOMY_IDS:
-            raise PerflabError(f"{text!r} is not a taxonomy id (see TAXONOMY.md), e.g. host-sync, launch-overhead")
+            raise PerflabError(f"{text!r} is not a taxonomy id, e.g. host-sync, launch-overhead (perflab taxonomy lists them)")
         return tid
     if question.type == "number":
         cleaned = re.sub(r"(%|ms|x|×)$", "", text.lower().replace(",", "")).strip()

@@ -22,8 +22,7 @@ def gemlite_record(ev: Any) -> dict[str, Any]:
     if "doc" not in cache:
         path = ev.folder / GEMLITE_FILE
         if not path.is_file():
-            raise PerflabError(f"no GemLite record at {display_path(path)}: record it on a GPU machine with "
-                               "`python3 scripts/gemlite_configs.py --out DIR` (gemlite carried as a wheel)")
+            raise PerflabError(f"no GemLite record at {display_path(path)}: {ev._record_hint()}")
         cache["doc"] = load(path)
     return cache["doc"]
 

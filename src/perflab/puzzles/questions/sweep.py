@@ -17,7 +17,7 @@ SOURCE = "the recorded batch-size sweep (sweep.json)"
 
 def _sweep(ev: Any) -> dict[str, Any]:
     return ev.require_json("sweep.json", "points", "batch-size sweep",
-                           "record it on a GPU machine with `python3 scripts/record_batch_sweep.py`")
+                           ev._record_hint())
 
 
 def _field(field: str) -> str:

@@ -148,8 +148,9 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
         result = measure(sizes(args.min_bytes, args.max_bytes, args.factor), target_s=args.target_s)
         if dist.get_rank() == 0:
             doc = {"schema": SCHEMA, "manifest": _manifest(cuda), **result}
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(doc, indent=1))
+            from perflab.outputs import write_output
+
+            write_output(args.out, json.dumps(doc, indent=1), force=True)
     finally:
         dist.destroy_process_group()
     return 0
