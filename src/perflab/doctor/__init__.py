@@ -79,9 +79,6 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                    context=None) -> Report:
     """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
     analyses are then computed once for the caller and the doctor)."""
-    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
-    from perflab.analysis.lanes import stream_lanes
-    from perflab.analysis.speed_of_light import summarized
     from perflab.analysis.links import gpu_rows
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
@@ -89,6 +86,27 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
     trace = _pick_rank(traces, rank)
     ctx = context if context is not None else Context.build(trace, step=step, ranks=traces)
+    source = report_source(ctx, traces)
+    if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
+        from perflab.doctor.cpu import cpu_report
+
+        return cpu_report(trace, Report(source=source, verdict="", findings=[], analyses={"summary": ctx.summary}))
+    findings = rank_findings(run_rules(ctx))
+    findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
+    analyses = rank_analyses(ctx, traces)
+    from perflab.doctor.rules.multigpu import multirank
+
+    multi = multirank(ctx)
+    if multi:
+        from perflab.analysis.collectives import top_collectives
+
+        analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
+    return Report(source=source, verdict=verdict(findings), findings=findings, analyses=plain(analyses))
+
+
+def report_source(ctx, traces: list[Trace]) -> dict:
+    """The report's `source` for the context's rank of `traces` (the notes of every rank)."""
+    trace = ctx.trace
     source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
               "device": trace.meta.get("device_name", ""), "ranks": [t.rank for t in traces], "rank": trace.rank,
               "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
@@ -97,13 +115,18 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     notes = data_notes(traces) + source.get("notes", [])
     if notes:
         source["notes"] = notes
-    if gpu_rows(trace).size == 0:  # a CPU-only profile: the CPU is the device (doctor/cpu.py)
-        from perflab.doctor.cpu import cpu_report
+    return source
 
-        return cpu_report(trace, Report(source=source, verdict="", findings=[], analyses={"summary": ctx.summary}))
-    findings = rank_findings(run_rules(ctx))
-    findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
-    analyses = {
+
+def rank_analyses(ctx, traces: list[Trace], filter_steps: bool | None = None) -> dict:
+    """The numbers behind the context's rank's findings, all but the multi-GPU ones (HTA's breakdowns over
+    `traces`; `filter_steps`: hta_breakdown.hta_view's)."""
+    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.lanes import stream_lanes
+    from perflab.analysis.speed_of_light import summarized
+
+    trace = ctx.trace
+    return {
         "summary": ctx.summary,
         "idle": ctx.gaps.to_dict(),
         "launches": ctx.launches,
@@ -114,17 +137,9 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         "busy": ctx.busy,
         "timeline": stream_lanes(trace, ctx.windows),
         "speed_of_light": summarized(ctx.sol),
-        "hta": {"temporal_breakdown": temporal_breakdown(traces),
-                "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
+        "hta": {"temporal_breakdown": temporal_breakdown(traces, filter_steps),
+                "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank, filter_steps=filter_steps)},
     }
-    from perflab.doctor.rules.multigpu import multirank
-
-    multi = multirank(ctx)
-    if multi:
-        from perflab.analysis.collectives import top_collectives
-
-        analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
-    return Report(source=source, verdict=_verdict(findings), findings=findings, analyses=_plain(analyses))
 
 
 def _capture_facts(trace: Trace, source: dict) -> None:
@@ -170,7 +185,7 @@ def _cut_short(trace: Trace, windows) -> dict:
                     f"{windows.total / 1e3:,.2f} ms: percentages are of the recorded part"}
 
 
-def _verdict(findings: list[Finding]) -> str:
+def verdict(findings: list[Finding]) -> str:
     if not findings:
         return "Nothing to report."
     top = findings[0]
@@ -181,16 +196,16 @@ def _verdict(findings: list[Finding]) -> str:
     return text
 
 
-def _plain(value):
+def plain(value):
     """numpy scalars and arrays -> plain Python, so the report serializes as JSON."""
     import numpy as np
 
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
+        return [plain(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, float) and value != value:
