@@ -22,7 +22,7 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
     summary = store.read_cached(key, "summary")
     report = store.read_cached(key, "report") if with_report and summary and "meta" in summary else None
     if summary is not None and (report is not None or not with_report or "meta" not in summary):
-        return {"summary": summary, "report": report}
+        return _at(path, summary, report)
     try:
         with store.local_copy(path) as local:
             summary, report = summarize_file(local, step=step, name=path)
@@ -32,6 +32,18 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
     if report is not None:
         store.write_cached(key, "report", report)
     return {"summary": summary, "report": report if with_report else None}
+
+
+def _at(path: str, summary: dict, report: dict | None) -> dict:
+    """A cached summary names the file it was made from: the same content may now be at another path."""
+    summary["file"]["path"] = path
+    if "meta" in summary:
+        summary["meta"]["path"] = path
+    if report is not None:
+        report["source"]["path"] = path
+        if "cpu_report" in report:
+            report["cpu_report"]["source"]["path"] = path
+    return {"summary": summary, "report": report}
 
 
 def _unreadable(path: str, exc: Exception) -> dict:
