@@ -4,7 +4,8 @@ In-process for a handful of small files (starting workers would cost more than i
 installed; otherwise a local cluster of processes, one thread each (the reader holds the GIL), as many as the
 cores, the memory (a rank's reader needs about READER_BYTES_PER_FILE_BYTE times its file) and the files allow.
 `scheduler` (or DASK_SCHEDULER_ADDRESS) names an existing cluster: its workers must import this perflab and
-read the same paths (a shared filesystem, or URLs through fsspec). A worker that dies while it reads a rank
+read the same paths (a shared filesystem, or URLs through fsspec). PERFLAB_WORKERS=N forces a local cluster of N
+processes (0: this process). A worker that dies while it reads a rank
 costs that rank a retry on another worker (Dask reschedules its tasks); a file that cannot be read comes back
 as an unreadable entry, as in the single-process doctor.
 """
@@ -47,6 +48,10 @@ def plan(files: list[str], scheduler: str | None = None) -> Plan:
     if address:
         _need_dask(address)
         return Plan("scheduler", address=address)
+    forced = os.environ.get("PERFLAB_WORKERS", "").strip()
+    if forced.isdigit() and _has_dask():  # 0: in this process; N: a local cluster of N
+        n = int(forced)
+        return Plan("local", workers=n, memory_per_worker=_available_memory() // n) if n else Plan("in-process")
     sizes = [_size(f) for f in files]
     budget = max((_reader_bytes(f, s) for f, s in zip(files, sizes)), default=0)
     few = len(files) <= IN_PROCESS_MAX_FILES and sum(sizes) <= IN_PROCESS_MAX_BYTES
