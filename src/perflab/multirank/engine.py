@@ -128,11 +128,9 @@ def _need_dask(address: str) -> None:
 
 
 def _has_dask() -> bool:
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
 
 
 def _size(path: str) -> int:

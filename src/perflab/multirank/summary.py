@@ -11,8 +11,9 @@ the merge keeps the doctor's order. The multi-GPU rules (doctor/rules/multigpu.p
 need every rank and run in the merge (multirank/merge.py). Readers of a newer schema ignore fields they do
 not know; `extensions` is where a rule that needs more per-rank numbers adds them.
 
-The rank's own report (the single-rank doctor's source and analyses, which only the rank the report is
-about needs) is returned beside the summary and cached separately.
+The rank's own report (the single-rank doctor's source and analyses) is needed only for the rank the job's
+report is about: it is made when asked for (with_report, which reads that one trace again unless cached) and
+cached beside the summary.
 """
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ TEXT_FIELDS = ("name", "kind", "pg", "dtype", "args_from")
 _META = ("rank", "world_size", "backend", "pg_count", "nccl_version", "base_time_ns", "device_name", "source")
 
 
-def summarize_file(path: Path, *, step: int | None = None, name: str | None = None) -> tuple[dict, dict | None]:
-    """(summary, the rank's own report) of one file of a folder; a file that gives no rank has a summary with
-    only `file` (its status and why) and no report. `name`: the file's name in the job (a staged copy's URL)."""
+def summarize_file(path: Path, *, step: int | None = None, name: str | None = None,
+                   with_report: bool = False) -> tuple[dict, dict | None]:
+    """(summary, the rank's own report if `with_report`) of one file of a folder; a file that gives no rank has
+    a summary with only `file` (its status and why) and no report. `name`: the file's name in the job (a staged
+    copy's URL)."""
     from perflab.trace import kineto
 
     name = name or str(path)
@@ -43,10 +46,10 @@ def summarize_file(path: Path, *, step: int | None = None, name: str | None = No
     if isinstance(got, FileEntry):
         return {"schema": SCHEMA, "file": got.to_dict()}, None
     got.meta["path"] = name
-    return summarize_trace(got, step=step)
+    return summarize_trace(got, step=step, with_report=with_report)
 
 
-def summarize_trace(trace: Trace, *, step: int | None = None) -> tuple[dict, dict]:
+def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool = False) -> tuple[dict, dict | None]:
     from perflab.analysis.hta_breakdown import idle_time_breakdown, step_symbols, temporal_breakdown
     from perflab.analysis.links import gpu_rows
     from perflab.analysis.records import trace_notes
@@ -84,8 +87,10 @@ def summarize_trace(trace: Trace, *, step: int | None = None) -> tuple[dict, dic
 
         summary.update(cpu_only=True, collectives=encode_collectives([], np.zeros(0, bool), []))
         report["cpu_report"] = diagnose_trace([trace], context=ctx).to_dict()
-        return plain(summary), plain(report)
+        return plain(summary), plain(report) if with_report else None
     summary.update(_gpu_numbers(ctx))
+    if not with_report:  # only the report's rank needs it: the merge asks for it by itself
+        return plain(summary), None
     analyses = rank_analyses(ctx, [trace], filter_steps=True)
     report["analyses"] = analyses
     report["hta_idle"] = {"filtered": analyses["hta"].pop("idle_time_breakdown"),

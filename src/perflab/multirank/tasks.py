@@ -25,13 +25,13 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
         return _at(path, summary, report)
     try:
         with store.local_copy(path) as local:
-            summary, report = summarize_file(local, step=step, name=path)
+            summary, report = summarize_file(local, step=step, name=path, with_report=with_report)
     except (OSError, UnreadableInput) as exc:
         return {"summary": _unreadable(path, exc), "report": None}
     store.write_cached(key, "summary", summary)
     if report is not None:
         store.write_cached(key, "report", report)
-    return {"summary": summary, "report": report if with_report else None}
+    return {"summary": summary, "report": report}
 
 
 def _at(path: str, summary: dict, report: dict | None) -> dict:
