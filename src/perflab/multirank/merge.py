@@ -127,12 +127,8 @@ def _match_ids(ranks: list[RankView]) -> list[np.ndarray]:
     out = []
     for r in ranks:
         cols, strings = r.columns, r.columns["strings"]
-        counters: dict = defaultdict(int)
-        ids = []
-        for pg, step in zip(cols["pg"], cols["step"]):
-            group = ((strings[pg] if pg is not None else None) or "default", step)
-            ids.append(keys.setdefault((*group, counters[group]), len(keys)))
-            counters[group] += 1
+        ids = [keys.setdefault(((strings[pg] if pg is not None else None) or "default", step, seq), len(keys))
+               for pg, step, seq in zip(cols["pg"], cols["step"], cols["seq"])]
         out.append(np.array(ids, dtype=np.int64))
     return out
 

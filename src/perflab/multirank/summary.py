@@ -144,6 +144,12 @@ def encode_collectives(colls: list[dict], inside: np.ndarray, gaps: list) -> dic
     for f in TEXT_FIELDS:
         out[f] = [None if c.get(f) is None else strings.setdefault(str(c[f]), len(strings)) for c in colls]
     out["strings"] = list(strings)
+    counters: dict = {}
+    out["seq"] = []  # k-th collective of its process group in its step: the same k on every rank is the same one
+    for c in colls:
+        group = (c.get("pg") or "default", c.get("step"))
+        out["seq"].append(counters.get(group, 0))
+        counters[group] = out["seq"][-1] + 1
     out["in_window"] = [bool(x) for x in inside]
     out["uncovered"] = gaps
     return out
