@@ -56,3 +56,14 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     empty.mkdir()
     rc, _, err = cli_run(capsys, "doctor", empty)
     assert rc == 2 and "no readable Kineto trace" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
+    from distributed import KilledWorker
+
+    class Died:
+        def result(self):
+            raise KilledWorker("rank_summary-1", None, 3)
+
+    entry = engine._result(Died(), "/jobs/rank7.json")["file"]
+    assert entry["status"] == "unreadable" and "died" in entry["reason"] and entry["path"] == "/jobs/rank7.json"

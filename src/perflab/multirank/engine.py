@@ -108,7 +108,7 @@ class Engine:
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
         for n, fut in enumerate(as_completed(futures), 1):
-            out[index[fut.key]] = fut.result()["summary"]
+            out[index[fut.key]] = _result(fut, files[index[fut.key]])
             fut.release()
             if progress:
                 progress(n, len(files))
@@ -120,6 +120,19 @@ class Engine:
             return rank_summary(path, self.step, True)["report"]
         fut = self.client.submit(rank_summary, path, self.step, True, pure=False, retries=RETRIES)
         return fut.result()["report"]
+
+
+def _result(fut, path: str) -> dict:
+    """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
+    from distributed import KilledWorker
+
+    try:
+        return fut.result()["summary"]
+    except KilledWorker:
+        from perflab.multirank.tasks import unreadable
+
+        return unreadable(path, RuntimeError("every worker that read it died (out of memory? give workers more "
+                                             "memory, or fewer per machine)"))
 
 
 def _need_dask(address: str) -> None:

@@ -18,7 +18,7 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
     try:
         key = store.summary_key(store.content_key(path), step)
     except (OSError, UnreadableInput) as exc:
-        return {"summary": _unreadable(path, exc), "report": None}
+        return {"summary": unreadable(path, exc), "report": None}
     summary = store.read_cached(key, "summary")
     report = store.read_cached(key, "report") if with_report and summary and "meta" in summary else None
     if summary is not None and (report is not None or not with_report or "meta" not in summary):
@@ -27,7 +27,7 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
         with store.local_copy(path) as local:
             summary, report = summarize_file(local, step=step, name=path, with_report=with_report)
     except (OSError, UnreadableInput) as exc:
-        return {"summary": _unreadable(path, exc), "report": None}
+        return {"summary": unreadable(path, exc), "report": None}
     store.write_cached(key, "summary", summary)
     if report is not None:
         store.write_cached(key, "report", report)
@@ -46,6 +46,6 @@ def _at(path: str, summary: dict, report: dict | None) -> dict:
     return {"summary": summary, "report": report}
 
 
-def _unreadable(path: str, exc: Exception) -> dict:
+def unreadable(path: str, exc: Exception) -> dict:
     why = str(exc).removeprefix(f"{path}: ") or type(exc).__name__
     return {"schema": SCHEMA, "file": FileEntry(path, "unreadable", why).to_dict()}
