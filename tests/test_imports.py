@@ -8,7 +8,7 @@ import pytest
 # Lowest last: a layer may import the layers below it, never one above. The middle row is one layer.
 LAYERS = (
     ("perflab.cli", "perflab.__main__"),
-    ("perflab.report", "perflab.puzzles", "perflab.toolkit"),
+    ("perflab.report", "perflab.puzzles", "perflab.toolkit", "perflab.multirank"),
     ("perflab.doctor",),
     ("perflab.analysis",),
     ("perflab.trace",),

@@ -258,7 +258,6 @@ def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
 
 def rank_summary(trace: Trace, windows: Windows) -> dict:
     """One rank: step time, communication time, overlap, exposed communication, waiting, per step."""
-    n_steps = max(len(windows.steps), 1)
     ov = overlaps(trace, windows)
     colls = _in_windows(collectives(trace), windows)
     waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
@@ -272,18 +271,26 @@ def rank_summary(trace: Trace, windows: Windows) -> dict:
         wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp) if waits else 0.0
         p2p_end = starts + p2p_waits(colls)  # a receive spins until its peer sends: waiting, not transfer
         p2p_exposed = length(starts, p2p_end) - overlap_length((starts, p2p_end), comp)
+    step_ms = float(np.median(st)) / 1e3 if st.size else windows.total / 1e3
+    return rank_row(trace.rank, len(windows.steps), windows.total, ov, step_ms, len(colls),
+                    sum(waits) if waits else None, wait_exposed, p2p_exposed)
+
+
+def rank_row(rank: int, steps: int, window_us: float, ov: dict, step_ms: float, n_collectives: int,
+             wait_us: float | None, wait_exposed_us: float, p2p_exposed_us: float = 0.0) -> dict:
+    """A rank's line of the per-rank table from its numbers (wait_us: None when no collective was matched)."""
+    per = 1.0 / max(steps, 1) / 1e3
     comm = ov["comm"]
-    per = 1.0 / n_steps / 1e3
     return {
-        "rank": trace.rank, "steps": len(windows.steps),
-        "step_ms": float(np.median(st)) / 1e3 if st.size else windows.total / 1e3,
+        "rank": rank, "steps": steps, "step_ms": step_ms,
         "compute_ms": ov["compute_us"] * per, "comm_ms": comm["time_us"] * per,
         "comm_overlap_pct": comm["overlap_pct"], "exposed_comm_ms": comm["exposed_us"] * per,
-        "wait_ms": (sum(waits) * per) if waits else None, "exposed_wait_ms": wait_exposed * per if waits else None,
-        "exposed_transfer_ms": max(comm["exposed_us"] - wait_exposed - p2p_exposed, 0.0) * per,
-        "exposed_p2p_wait_ms": p2p_exposed * per,
-        "collectives_per_step": len(colls) / n_steps,
-        "window_ms": windows.total / 1e3,
+        "wait_ms": (wait_us * per) if wait_us is not None else None,
+        "exposed_wait_ms": wait_exposed_us * per if wait_us is not None else None,
+        "exposed_transfer_ms": max(comm["exposed_us"] - wait_exposed_us - p2p_exposed_us, 0.0) * per,
+        "exposed_p2p_wait_ms": p2p_exposed_us * per,
+        "collectives_per_step": n_collectives / max(steps, 1),
+        "window_ms": window_us / 1e3,
     }
 
 
@@ -315,23 +322,31 @@ def multirank_summary(traces: list[Trace], step: int | None = None) -> dict:
     all_colls = [c for t in traces for c in collectives(t)]
     for t in traces:
         _bandwidths(collectives(t), "transfer_us", "transfer_")
-    ref = collectives(traces[0])
+    last_counts: dict[int, int] = defaultdict(int)
+    for m in matched:
+        if max(m["wait_us"].values()) > 0:
+            last_counts[m["last_rank"]] += 1
+    return job_summary(traces, per_rank, collectives(traces[0]), len(all_colls),
+                       sum(c["bytes"] is not None for c in all_colls), len(matched), dict(last_counts))
+
+
+def job_summary(ranks: list, per_rank: list[dict], first_rank_collectives: list[dict], count: int, sized: int,
+                matched: int, last_counts: dict[int, int]) -> dict:
+    """The across-rank summary from its parts; `ranks`: objects with `rank` and `meta` (traces or their
+    summaries), in rank order; last_counts: per rank, how many matched collectives it arrived at last (in the
+    order the ranks first did)."""
+    ref = first_rank_collectives
     in_steps = [c for c in ref if c["step"] is not None]
     ref = in_steps or ref  # a kernel launched before the first profiled step (often a long wait) is no sample
     steps = [r["step_ms"] for r in per_rank]
     spread = (max(steps) - min(steps)) / float(np.median(steps)) * 100.0 if len(steps) > 1 and np.median(steps) else 0.0
     waits = {r["rank"]: r["wait_ms"] for r in per_rank if r["wait_ms"] is not None}
-    last_counts: dict[int, int] = defaultdict(int)
-    for m in matched:
-        if max(m["wait_us"].values()) > 0:
-            last_counts[m["last_rank"]] += 1
     straggler = max(last_counts, key=last_counts.get) if last_counts else None
     return {
-        "ranks": [t.rank for t in traces],
-        "world_size": max(int(t.meta.get("world_size") or 1) for t in traces),
+        "ranks": [t.rank for t in ranks],
+        "world_size": max(int(t.meta.get("world_size") or 1) for t in ranks),
         "per_rank": per_rank,
-        "collectives": {"count": len(all_colls), "matched_across_ranks": len(matched),
-                        "sized": sum(c["bytes"] is not None for c in all_colls),
+        "collectives": {"count": count, "matched_across_ranks": matched, "sized": sized,
                         "by_kind": _by_kind(ref, "transfer_us" if matched else "dur_us")},
         "step_ms_spread_pct": spread,
         "wait_ms_per_step": waits,

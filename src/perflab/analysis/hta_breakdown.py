@@ -63,13 +63,14 @@ def _gpu_filter(trace: Trace) -> np.ndarray:
     return ((trace.stream >= 0) & (trace.correlation >= 0)) | device_sync
 
 
-def _step_symbols(traces: list[Trace]) -> int:
+def step_symbols(traces: list[Trace]) -> set[str]:
+    """The distinct ProfilerStep* names and categories of `traces` (HTA filters steps when there are two)."""
     symbols: set[str] = set()
     for t in traces:
         used = distinct(t.name[_base_rows(t)])
         symbols.update(t.names[i] for i in used if "ProfilerStep" in t.names[i])
         symbols.update(c for c in t.cats if "ProfilerStep" in c)
-    return len(symbols)
+    return symbols
 
 
 def _runtime_rows(trace: Trace, base: np.ndarray, gpu: np.ndarray) -> np.ndarray:
@@ -90,13 +91,16 @@ def _runtime_rows(trace: Trace, base: np.ndarray, gpu: np.ndarray) -> np.ndarray
     return out
 
 
-def hta_view(traces: list[Trace]) -> list[HtaRank]:
-    key = "hta_view:" + ",".join(str(id(t)) for t in traces)
-    return traces[0].cached(key, lambda: _hta_view(traces))
+def hta_view(traces: list[Trace], filter_steps: bool | None = None) -> list[HtaRank]:
+    """`filter_steps`: whether the last ProfilerStep is dropped; None: as HTA decides over `traces` (a
+    caller that reads one rank of a job at a time decides it from the symbols of every rank, step_symbols)."""
+    key = "hta_view:" + ",".join(str(id(t)) for t in traces) + f":{filter_steps}"
+    return traces[0].cached(key, lambda: _hta_view(traces, filter_steps))
 
 
-def _hta_view(traces: list[Trace]) -> list[HtaRank]:
-    filter_steps = _step_symbols(traces) >= 2
+def _hta_view(traces: list[Trace], filter_steps: bool | None) -> list[HtaRank]:
+    if filter_steps is None:
+        filter_steps = len(step_symbols(traces)) >= 2
     times = [_rounded_times(t) for t in traces]
     origin = min((float(ts.min()) for ts, _ in times if ts.size), default=0.0)  # HTA aligns ranks at 0
     out = []
@@ -156,11 +160,11 @@ def _compute_mask(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return table[trace.name[rows]] if trace.names else np.zeros(rows.size, dtype=bool)
 
 
-def temporal_breakdown(traces: Trace | list[Trace]) -> list[dict]:
+def temporal_breakdown(traces: Trace | list[Trace], filter_steps: bool | None = None) -> list[dict]:
     """Per rank: idle / compute / non-compute time over the GPU span (HTA get_temporal_breakdown)."""
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     results = []
-    for view in hta_view(traces):
+    for view in hta_view(traces, filter_steps):
         t = view.trace
         on_gpu = t.stream[view.rows] != -1
         if not on_gpu.any():
@@ -186,14 +190,15 @@ def _percentages(total: float, **parts: float) -> dict:
 
 
 def idle_time_breakdown(traces: Trace | list[Trace], rank: int | None = None,
-                        consecutive_kernel_delay: float = CONSECUTIVE_KERNEL_DELAY_US) -> dict:
+                        consecutive_kernel_delay: float = CONSECUTIVE_KERNEL_DELAY_US,
+                        filter_steps: bool | None = None) -> dict:
     """HTA get_idle_time_breakdown for one rank: per stream, idle time by category.
 
     HTA only looks at rank 0 and fails when there is none; rank=None picks rank 0 when present,
     else the lowest rank (and says so).
     """
     traces = [traces] if isinstance(traces, Trace) else list(traces)
-    views = {v.trace.rank: v for v in hta_view(traces)}
+    views = {v.trace.rank: v for v in hta_view(traces, filter_steps)}
     chosen = rank if rank is not None else (0 if 0 in views else min(views))
     if chosen not in views:
         return {"rank": chosen, "error": f"no trace for rank {chosen}", "streams": []}

@@ -25,6 +25,11 @@ def register(app: typer.Typer) -> None:
                                        help="Nsight Systems: the NVTX ranges that are steps (a regular expression "
                                             "on the range name, group 1 the step number); auto: ProfilerStep#N, "
                                             "else 'step N' / 'iteration N' / 'batch N'; none: no steps."),
+        scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="tcp://HOST:PORT",
+                                                help="A folder of ranks: read them on this Dask cluster (default: "
+                                                     "$DASK_SCHEDULER_ADDRESS, else a local one sized to this "
+                                                     "machine, or this process for a few small ranks). Its "
+                                                     "workers must see the same paths."),
     ) -> None:
         """Diagnose a profile: findings ranked by the share of step time they cost."""
         from perflab.doctor import diagnose
@@ -49,16 +54,22 @@ def register(app: typer.Typer) -> None:
                 inv = build(path)
             show(inv, json_out=json_out, html=html, force=force, inputs=[path])
             return
-        from perflab.cli.activity import activity
+        if _is_rank_folder(path):  # its own progress bar over ranks
+            report = _diagnose_ranks(path, rank=rank, step=step, scheduler=scheduler)
+        elif scheduler:
+            from perflab.errors import PerflabError
 
-        with activity(quiet=json_out) as say:
-            say(f"reading and diagnosing {path}")
-            report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
-            if html is not None:
-                from perflab.report.html import report_html
+            raise PerflabError(f"{path}: --scheduler reads a folder of per-rank traces; this is one file")
+        else:
+            from perflab.cli.activity import activity
 
-                say(f"writing {html}")
-                html = write_output(html, report_html(report), force=force, inputs=[path])
+            with activity(quiet=json_out) as say:
+                say(f"reading and diagnosing {path}")
+                report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
+        if html is not None:
+            from perflab.report.html import report_html
+
+            html = write_output(html, report_html(report), force=force, inputs=[path])
         if json_out:
             from perflab.report.json import report_json
 
@@ -69,3 +80,41 @@ def register(app: typer.Typer) -> None:
             render_report(report)
         if html is not None:
             typer.echo(f"wrote {html}", err=json_out)
+
+
+def _is_rank_folder(path: Path) -> bool:
+    from perflab.multirank.store import is_url
+
+    return is_url(_url_of(path)) or path.is_dir()
+
+
+def _url_of(path: Path) -> str:
+    """The argument as given: a URL (s3://b/k) comes through Path as s3:/b/k."""
+    import re
+
+    text = str(path)
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)", r"\1://", text) if not path.exists() else text
+
+
+def _diagnose_ranks(path: Path, *, rank, step, scheduler):
+    """A folder of ranks, one rank at a time (perflab.multirank), with a progress bar on a terminal's stderr."""
+    import sys
+
+    from perflab.multirank import diagnose_folder
+
+    folder = _url_of(path)
+    if not sys.stderr.isatty():
+        return diagnose_folder(folder, rank=rank, step=step, scheduler=scheduler)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perflab.report.console import safe_console
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=safe_console(stderr=True), transient=True) as bar:
+        task = bar.add_task("ranks", total=None)
+
+        def told(plan) -> None:
+            bar.update(task, description=f"ranks ({plan.describe()})")
+
+        return diagnose_folder(folder, rank=rank, step=step, scheduler=scheduler, on_plan=told,
+                               progress=lambda done, total: bar.update(task, completed=done, total=total))

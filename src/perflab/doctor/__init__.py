@@ -82,9 +82,6 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
     analyses are then computed once for the caller and the doctor)."""
     from perflab.analysis.compile_work import compile_work
-    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
-    from perflab.analysis.lanes import stream_lanes
-    from perflab.analysis.speed_of_light import summarized
     from perflab.analysis.links import gpu_rows
     from perflab.doctor import steady_state
     from perflab.doctor.context import Context
@@ -93,15 +90,8 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
     trace = _pick_rank(traces, rank)
     ctx = context if context is not None else Context.build(trace, step=step, ranks=traces)
-    source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
-              "device": trace.meta.get("device_name", ""), "ranks": [t.rank for t in traces], "rank": trace.rank,
-              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
-                         **_cut_short(trace, ctx.windows)}}
-    _capture_facts(trace, source)
     work = compile_work(trace, ctx.windows)
-    notes = data_notes(traces) + source.get("notes", []) + ([work["summary"]] if work["summary"] else [])
-    if notes:
-        source["notes"] = notes
+    source = report_source(ctx, traces, work)
     unfit = steady_state.unfit(trace, work, source, {"summary": ctx.summary})
     if unfit is not None:  # kernels not recorded, or a window of compilation: no rule can judge it
         return unfit
@@ -112,7 +102,44 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                                         analyses={"summary": ctx.summary, "compile_work": work}))
     findings = rank_findings(run_rules(ctx))
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
-    analyses = {
+    analyses = {**rank_analyses(ctx, traces), "compile_work": work}
+    from perflab.doctor.rules.multigpu import multirank
+
+    multi = multirank(ctx)
+    if multi:
+        from perflab.analysis.collectives import top_collectives
+
+        analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
+    return Report(source=source, verdict=verdict(findings), findings=findings, analyses=plain(analyses))
+
+
+def report_source(ctx, traces: list[Trace], work: dict | None = None) -> dict:
+    """The report's `source` for the context's rank of `traces` (the notes of every rank; `work`: the window's
+    compile work, analysis.compile_work, computed here when not given)."""
+    from perflab.analysis.compile_work import compile_work
+
+    trace = ctx.trace
+    source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
+              "device": trace.meta.get("device_name", ""), "ranks": [t.rank for t in traces], "rank": trace.rank,
+              "window": {"kind": ctx.windows.kind, "steps": list(ctx.windows.steps), "found_by": ctx.windows.found_by,
+                         **_cut_short(trace, ctx.windows)}}
+    _capture_facts(trace, source)
+    work = work if work is not None else compile_work(trace, ctx.windows)
+    notes = data_notes(traces) + source.get("notes", []) + ([work["summary"]] if work["summary"] else [])
+    if notes:
+        source["notes"] = notes
+    return source
+
+
+def rank_analyses(ctx, traces: list[Trace], filter_steps: bool | None = None) -> dict:
+    """The numbers behind the context's rank's findings, all but the multi-GPU ones (HTA's breakdowns over
+    `traces`; `filter_steps`: hta_breakdown.hta_view's)."""
+    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.lanes import stream_lanes
+    from perflab.analysis.speed_of_light import summarized
+
+    trace = ctx.trace
+    return {
         "summary": ctx.summary,
         "idle": ctx.gaps.to_dict(),
         "launches": ctx.launches,
@@ -123,18 +150,9 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         "busy": ctx.busy,
         "timeline": stream_lanes(trace, ctx.windows),
         "speed_of_light": summarized(ctx.sol),
-        "compile_work": work,
-        "hta": {"temporal_breakdown": temporal_breakdown(traces),
-                "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank)},
+        "hta": {"temporal_breakdown": temporal_breakdown(traces, filter_steps),
+                "idle_time_breakdown": idle_time_breakdown(traces, rank=trace.rank, filter_steps=filter_steps)},
     }
-    from perflab.doctor.rules.multigpu import multirank
-
-    multi = multirank(ctx)
-    if multi:
-        from perflab.analysis.collectives import top_collectives
-
-        analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
-    return Report(source=source, verdict=_verdict(findings), findings=findings, analyses=_plain(analyses))
 
 
 def _capture_facts(trace: Trace, source: dict) -> None:
@@ -180,7 +198,7 @@ def _cut_short(trace: Trace, windows) -> dict:
                     f"{windows.total / 1e3:,.2f} ms: percentages are of the recorded part"}
 
 
-def _verdict(findings: list[Finding]) -> str:
+def verdict(findings: list[Finding]) -> str:
     if not findings:
         return "Nothing to report."
     top = findings[0]
@@ -191,16 +209,16 @@ def _verdict(findings: list[Finding]) -> str:
     return text
 
 
-def _plain(value):
+def plain(value):
     """numpy scalars and arrays -> plain Python, so the report serializes as JSON."""
     import numpy as np
 
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
+        return [plain(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, float) and value != value:

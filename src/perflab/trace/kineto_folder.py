@@ -108,22 +108,40 @@ def load_folder(path: str | Path, load) -> Folder:
     path = Path(path)
     files: dict[str, FileEntry] = {}
     traces: list[Trace] = []
-    for f in sorted(p for p in path.iterdir() if not p.name.startswith(".")):
-        if not f.is_file():
-            files[f.name] = FileEntry(str(f), "not-a-trace", "a folder (only the files directly in it are read)")
-            continue
-        try:
-            kind = sniff(f)
-            if kind != KINETO:
-                files[f.name] = FileEntry(str(f), "not-a-trace", f"not a Kineto trace ({kind})")
-                continue
-            trace = load(f)
-        except UnreadableInput as exc:
-            hint = _RANK_IN_NAME.search(f.name)
-            why = str(exc).removeprefix(f"{f}: ") + (f" (rank {hint.group(1)} by its name?)" if hint else "")
-            files[f.name] = FileEntry(str(f), "unreadable", why)
-            continue
-        traces.append(trace)
+    for f in folder_files(path):
+        got = read_rank_file(f, load)
+        if isinstance(got, FileEntry):
+            files[f.name] = got
+        else:
+            traces.append(got)
+    return choose_job(path, traces, files)
+
+
+def folder_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if not p.name.startswith("."))
+
+
+def read_rank_file(f: Path, load, name: str | None = None):
+    """`load(f)` for a Kineto trace, else the FileEntry that says why the file gives no rank; `name`: the file's
+    name to give in the entry (a copy's source)."""
+    name = name or str(f)
+    if not f.is_file():
+        return FileEntry(name, "not-a-trace", "a folder (only the files directly in it are read)")
+    try:
+        kind = sniff(f)
+        if kind != KINETO:
+            return FileEntry(name, "not-a-trace", f"not a Kineto trace ({kind})")
+        return load(f)
+    except UnreadableInput as exc:
+        hint = _RANK_IN_NAME.search(Path(name).name)
+        why = str(exc).removeprefix(f"{f}: ") + (f" (rank {hint.group(1)} by its name?)" if hint else "")
+        return FileEntry(name, "unreadable", why)
+
+
+def choose_job(path: Path, traces: list, files: dict[str, FileEntry]) -> Folder:
+    """The job among `traces` (every file read) and what became of the others; `files`: the entries of the
+    files that gave no trace, by name. A trace here needs only `rank`, `meta` (path, the distributedInfo
+    fields, base_time_ns) and `ts`/`end` arrays whose extremes are its first start and last end."""
     if not traces:
         reasons = [e.reason for e in files.values() if e.status == "unreadable"]
         raise UnreadableInput(f"{path}: no readable Kineto trace in this folder" + (f" ({reasons[0]})" if reasons else ""))

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Synthetic multi-rank jobs: N ranks of about M MB of Kineto JSON, one straggler rank and one slow link.
+
+    python benchmarks/multirank_jobs.py OUT_DIR --ranks 64 --mb 40 [--straggler R] [--slow-pair R]
+
+Each step of every rank: LAYERS compute kernels, then an all-reduce inside the rank's pair (ranks 2k, 2k+1:
+their own process group), then an all-reduce over the world. The straggler spends STRAGGLE_US on the host
+before the world all-reduce, so every other rank's world all-reduce kernel waits that long. The slow pair's
+all-reduce moves the same bytes SLOW_LINK_FACTOR times slower (a degraded link between those two ranks).
+Three documents are built (an ordinary rank, the straggler, a rank of the slow pair) and every rank is one of
+them with its rank and pair written in, so 10 GB are written at disk speed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from perflab.trace import synthetic  # noqa: E402
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+STEPS = 4
+GEMM_US = 40.0
+PAIR_US, WORLD_US = 300.0, 900.0
+STRAGGLE_US = 4000.0
+SLOW_LINK_FACTOR = 6.0
+NELEMS = 16 << 20
+_RANK, _PAIR = "987654321", "[123456789]"  # placeholders written into the template, replaced per rank
+
+
+def _collective(b: synthetic.TraceBuilder, group: str, size: int, us: float) -> None:
+    args = {"Collective name": "allreduce", "In msg nelems": NELEMS, "Out msg nelems": NELEMS, "Group size": size,
+            "dtype": "BFloat16", "Process Group Ranks": group}
+    b.wait_stream(20, 7)
+    with b.span("record_param_comms", **args) as ev:
+        b.gpu_op("kernel", AR, us, 20, "cudaLaunchKernel", 5.0, ev["args"]["External id"], **args)
+    b.wait_stream(7, 20)
+
+
+def template(world: int, layers: int, role: str) -> str:
+    """One rank's document as text, with _RANK and _PAIR to fill in; role: rank | straggler | slow-link."""
+    b = synthetic.TraceBuilder(rank=int(_RANK), world_size=world)
+    world_group = json.dumps(list(range(world)))
+    for n in range(STEPS):
+        with b.step(n):
+            for _ in range(layers):
+                b.op("aten::mm", [(GEMM, GEMM_US, (132, 1, 1), (384, 1, 1))], cpu_us=4.0)
+            _collective(b, _PAIR, 2, PAIR_US * (SLOW_LINK_FACTOR if role == "slow-link" else 1.0))
+            if role == "straggler":
+                b.host("aten::item", STRAGGLE_US)
+            _collective(b, world_group, world, WORLD_US + (0.0 if role == "straggler" else STRAGGLE_US))
+            b.synchronize()
+    return json.dumps(synthetic.document(b.events, rank=int(_RANK), world_size=world))
+
+
+def layers_for(mb: float, world: int) -> int:
+    probe = 200
+    size = len(template(world, probe, "rank"))
+    return max(1, int(mb * 1e6 / (size / probe)))
+
+
+def write_job(out: Path, ranks: int, mb: float, straggler: int, slow_pair: int) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    layers = layers_for(mb, ranks)
+    docs = {role: template(ranks, layers, role) for role in ("rank", "straggler", "slow-link")}
+    slow = {slow_pair, slow_pair ^ 1}
+    total = 0
+    for r in range(ranks):
+        role = "straggler" if r == straggler else "slow-link" if r in slow else "rank"
+        pair = json.dumps([r & ~1, r | 1]) if (r | 1) < ranks else json.dumps([r])
+        text = docs[role].replace(_RANK, str(r)).replace(json.dumps(_PAIR), json.dumps(pair))
+        (out / f"rank{r}.trace.json").write_text(text)
+        total += len(text)
+    return {"ranks": ranks, "bytes": total, "layers_per_step": layers, "straggler": straggler,
+            "slow_pair": sorted(slow)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--mb", type=float, default=4.0)
+    ap.add_argument("--straggler", type=int, default=None, help="default: the last rank")
+    ap.add_argument("--slow-pair", type=int, default=2, help="a rank of the slow pair (default 2: ranks 2 and 3)")
+    a = ap.parse_args()
+    if a.out.exists() and any(a.out.iterdir()):
+        print(f"{a.out} is not empty", file=sys.stderr)
+        return 2
+    print(json.dumps(write_job(a.out, a.ranks, a.mb, a.ranks - 1 if a.straggler is None else a.straggler,
+                               a.slow_pair)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

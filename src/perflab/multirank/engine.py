@@ -1,0 +1,171 @@
+"""Run the per-rank pass over a folder's files: in this process, on a local Dask cluster, or on an existing one.
+
+In-process for a handful of small files (starting workers would cost more than it saves) or where Dask is not
+installed; otherwise a local cluster of processes, one thread each (the reader holds the GIL), as many as the
+cores, the memory (a rank's reader needs about READER_BYTES_PER_FILE_BYTE times its file) and the files allow.
+`scheduler` (or DASK_SCHEDULER_ADDRESS) names an existing cluster: its workers must import this perflab and
+read the same paths (a shared filesystem, or URLs through fsspec). PERFLAB_WORKERS=N forces a local cluster of N
+processes (0: this process). A worker that dies while it reads a rank
+costs that rank a retry on another worker (Dask reschedules its tasks); a file that cannot be read comes back
+as an unreadable entry, as in the single-process doctor.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from perflab.errors import PerflabError
+from perflab.multirank import store
+from perflab.multirank.tasks import rank_summary
+
+IN_PROCESS_MAX_FILES = 8
+IN_PROCESS_MAX_BYTES = 64 << 20
+READER_BYTES_PER_FILE_BYTE = 6      # a plain JSON trace in memory, read and analysed (gzip: times its ratio)
+GZIP_RATIO = 10
+RETRIES = 2
+
+Progress = Callable[[int, int], None]  # (ranks done, ranks in all)
+
+
+@dataclass
+class Plan:
+    mode: str                 # in-process | local | scheduler
+    workers: int = 1
+    memory_per_worker: int = 0
+    address: str = ""
+
+    def describe(self) -> str:
+        if self.mode == "scheduler":
+            return f"Dask cluster at {self.address}"
+        if self.mode == "local":
+            return f"local Dask cluster of {self.workers} processes ({self.memory_per_worker / 2**30:.1f} GiB each)"
+        return "in this process"
+
+
+def plan(files: list[str], scheduler: str | None = None) -> Plan:
+    address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        _need_dask(address)
+        return Plan("scheduler", address=address)
+    forced = os.environ.get("PERFLAB_WORKERS", "").strip()
+    if forced.isdigit() and _has_dask():  # 0: in this process; N: a local cluster of N
+        n = int(forced)
+        return Plan("local", workers=n, memory_per_worker=_available_memory() // n) if n else Plan("in-process")
+    sizes = [_size(f) for f in files]
+    budget = max((_reader_bytes(f, s) for f, s in zip(files, sizes)), default=0)
+    few = len(files) <= IN_PROCESS_MAX_FILES and sum(sizes) <= IN_PROCESS_MAX_BYTES
+    if few or not _has_dask():
+        return Plan("in-process")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    memory = _available_memory()
+    workers = max(1, min(cores, len(files), memory // max(budget, 1)))
+    return Plan("local", workers=workers, memory_per_worker=memory // workers)
+
+
+class Engine:
+    """`with Engine(plan) as e:` e.summaries(files) then e.report(path) for the report's rank."""
+
+    def __init__(self, how: Plan, step: int | None = None) -> None:
+        self.how, self.step = how, step
+        self.client = self.cluster = None
+
+    def __enter__(self) -> "Engine":
+        if self.how.mode == "local":
+            from distributed import Client, LocalCluster
+
+            self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
+                                        memory_limit=self.how.memory_per_worker, dashboard_address=None,
+                                        silence_logs=50)
+            self.client = Client(self.cluster)
+        elif self.how.mode == "scheduler":
+            from distributed import Client
+
+            try:
+                self.client = Client(self.how.address, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise PerflabError(f"cannot reach the Dask scheduler at {self.how.address} ({exc})") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def summaries(self, files: list[str], progress: Progress | None = None) -> list[dict]:
+        """Every file's summary, in the order of `files`."""
+        if self.client is None:
+            out = []
+            for n, f in enumerate(files, 1):
+                out.append(rank_summary(f, self.step)["summary"])
+                if progress:
+                    progress(n, len(files))
+            return out
+        from distributed import as_completed
+
+        futures = self.client.map(rank_summary, files, step=self.step, pure=False, retries=RETRIES)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list = [None] * len(files)
+        for n, fut in enumerate(as_completed(futures), 1):
+            out[index[fut.key]] = _result(fut, files[index[fut.key]])
+            fut.release()
+            if progress:
+                progress(n, len(files))
+        return out
+
+    def report(self, path: str) -> dict:
+        """The rank's own report (from the cache where the summary was made there)."""
+        if self.client is None:
+            return rank_summary(path, self.step, True)["report"]
+        fut = self.client.submit(rank_summary, path, self.step, True, pure=False, retries=RETRIES)
+        return fut.result()["report"]
+
+
+def _result(fut, path: str) -> dict:
+    """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
+    from distributed import KilledWorker
+
+    try:
+        return fut.result()["summary"]
+    except KilledWorker:
+        from perflab.multirank.tasks import unreadable
+
+        return unreadable(path, RuntimeError("every worker that read it died (out of memory? give workers more "
+                                             "memory, or fewer per machine)"))
+
+
+def _need_dask(address: str) -> None:
+    if not _has_dask():
+        raise PerflabError(f"--scheduler {address} needs Dask: pip install 'perflab[cluster]'")
+
+
+def _has_dask() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def _size(path: str) -> int:
+    if store.is_url(path):
+        return 0
+    try:
+        return os.stat(path.removeprefix("file://")).st_size
+    except OSError:
+        return 0
+
+
+def _reader_bytes(path: str, size: int) -> int:
+    gz = path.endswith(".gz")
+    return size * READER_BYTES_PER_FILE_BYTE * (GZIP_RATIO if gz else 1) + (256 << 20)
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 2

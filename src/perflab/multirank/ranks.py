@@ -1,0 +1,115 @@
+"""A rank as the merge sees it: its summary, in the shape the folder accounting and the multi-GPU rules read.
+
+`RankView` stands where a Trace stood: kineto_folder.choose_job reads its `rank`, `meta`, `ts`/`end`; the
+rules of doctor/rules/multigpu.py read its collectives through `cached("collectives")` (set by the merge, with
+each collective's transfer and wait) and its multi-rank summary through `cached("multirank:...")`.
+`SummaryContext` is the doctor Context of the report's rank built from its summary. A rule that asks for an
+analysis the summary does not carry fails with the name of what to add (summary.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from perflab.analysis.windows import Windows
+from perflab.doctor.context import Context
+from perflab.doctor.finding import EventRef
+from perflab.errors import PerflabError
+from perflab.multirank.summary import NUMBER_FIELDS, TEXT_FIELDS
+
+
+class NotInSummary(PerflabError):
+    """A job rule read something of a rank that its summary does not carry."""
+
+
+@dataclass
+class RankView:
+    summary: dict
+    cache: dict = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return int(self.summary["meta"]["rank"])
+
+    @cached_property
+    def meta(self) -> dict:
+        return {**self.summary["meta"]}
+
+    @property
+    def ts(self) -> np.ndarray:
+        return np.array([self.summary["meta"]["ts_min"]])
+
+    @property
+    def end(self) -> np.ndarray:
+        return np.array([self.summary["meta"]["end_max"]])
+
+    @property
+    def columns(self) -> dict:
+        return self.summary["collectives"]
+
+    def __len__(self) -> int:
+        return len(self.columns["ts"])
+
+    def collective_dicts(self) -> list[dict]:
+        """analysis.collectives.collectives' dicts, from the columns."""
+        cols, strings = self.columns, self.columns["strings"]
+        out = []
+        for i in range(len(cols["ts"])):
+            c = {f: cols[f][i] for f in NUMBER_FIELDS}
+            c.update({f: (None if cols[f][i] is None else strings[cols[f][i]]) for f in TEXT_FIELDS})
+            out.append(c)
+        return out
+
+    def cached(self, key: str, compute=None):
+        if key in self.cache:
+            return self.cache[key]
+        if key.startswith("multirank:") and "multirank" in self.cache:
+            return self.cache["multirank"]
+        raise NotInSummary(f"the multi-rank merge has no '{key.split(':')[0]}' for rank {self.rank}: a job rule "
+                           "that needs it must have it added to the rank summary (perflab/multirank/summary.py)")
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotInSummary(f"the multi-rank merge has no '{name}' of rank {self.summary['meta']['rank']}'s trace, only "
+                           "its summary: a job rule that needs it must have it added there (perflab/multirank/summary.py)")
+
+    def name_of(self, row: int) -> str:
+        return self._by_row(row)["name"]
+
+    def _by_row(self, row: int) -> dict:
+        rows = self.cache.setdefault("by_row", {c["row"]: c for c in self.cache.get("collectives", [])})
+        if row not in rows:
+            raise NotInSummary(f"the summary of rank {self.rank} holds only its collectives' events (row {row})")
+        return rows[row]
+
+
+def windows_of(summary: dict) -> Windows:
+    w = summary["window"]
+    return Windows(np.asarray(w["start"], dtype=np.float64), np.asarray(w["end"], dtype=np.float64), w["kind"],
+                   tuple(w["steps"]), w["found_by"])
+
+
+class SummaryContext(Context):
+    """doctor.context.Context of one rank, from its summary: what the multi-GPU rules read."""
+
+    def __init__(self, view: RankView, ranks: list[RankView]) -> None:
+        super().__init__(view, windows_of(view.summary), ranks)  # type: ignore[arg-type]
+
+    @cached_property
+    def overlap(self) -> dict:
+        return self.trace.summary["overlap"]
+
+    @cached_property
+    def busy(self) -> dict:
+        return self.trace.summary["busy"]
+
+    @cached_property
+    def summary(self) -> dict:
+        return {"step_time_ms": self.trace.summary["steps"]["step_time_ms"]}
+
+    def event(self, row: int) -> EventRef:
+        c = self.trace._by_row(row)
+        return EventRef(c["name"], float(c["ts"] - self.trace.meta["origin"]), float(c["dur_us"]))

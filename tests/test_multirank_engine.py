@@ -1,0 +1,69 @@
+"""Where the per-rank pass runs (multirank/engine.plan) and the CLI's errors for the multi-rank doctor."""
+from __future__ import annotations
+
+import pytest
+
+from perflab.multirank import engine
+
+pytest.importorskip("distributed")
+
+
+def _files(tmp_path, n: int, size: int) -> list[str]:
+    out = []
+    for i in range(n):
+        f = tmp_path / f"rank{i}.json"
+        with open(f, "wb") as fh:
+            fh.truncate(size)  # sparse: only the size matters here
+        out.append(str(f))
+    return out
+
+
+def test_a_handful_of_small_ranks_run_in_this_process(tmp_path, monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.delenv("PERFLAB_WORKERS", raising=False)
+    assert engine.plan(_files(tmp_path, 4, 1 << 20)).mode == "in-process"
+
+
+def test_many_ranks_get_a_local_cluster_sized_to_cores_and_memory(tmp_path, monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.delenv("PERFLAB_WORKERS", raising=False)
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(engine, "_available_memory", lambda: 8 << 30)
+    many = engine.plan(_files(tmp_path, 40, 100 << 20))      # 100 MB of JSON each: ~0.85 GB per reader
+    assert many.mode == "local" and many.workers == 9 and many.memory_per_worker == (8 << 30) // 9
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert engine.plan(_files(tmp_path, 40, 100 << 20)).workers == 2
+
+
+def test_a_scheduler_from_the_option_or_the_environment(tmp_path, monkeypatch):
+    files = _files(tmp_path, 2, 10)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://10.1.2.3:8786")
+    assert engine.plan(files).address == "tcp://10.1.2.3:8786"
+    assert engine.plan(files, "tcp://127.0.0.1:9").address == "tcp://127.0.0.1:9"
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
+    monkeypatch.setenv("PERFLAB_WORKERS", "0")
+    assert engine.plan(_files(tmp_path, 40, 100 << 20)).mode == "in-process"
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from conftest import cli_run
+
+    trace = tmp_path / "one.json"
+    trace.write_text('{"traceEvents": []}')
+    rc, _, err = cli_run(capsys, "doctor", trace, "--scheduler", "tcp://127.0.0.1:9")
+    assert rc == 2 and "one file" in err and "Traceback" not in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, _, err = cli_run(capsys, "doctor", empty)
+    assert rc == 2 and "no readable Kineto trace" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
+    from distributed import KilledWorker
+
+    class Died:
+        def result(self):
+            raise KilledWorker("rank_summary-1", None, 3)
+
+    entry = engine._result(Died(), "/jobs/rank7.json")["file"]
+    assert entry["status"] == "unreadable" and "died" in entry["reason"] and entry["path"] == "/jobs/rank7.json"
