@@ -44,15 +44,21 @@ class Row:
         return self.predicted / self.measured
 
     @property
-    def off_by(self) -> float | None:
-        """How far the estimate is from the measurement, as a factor >= 1; 1.0 when the measurement lies
-        within the finding's stated bound."""
+    def point_off_by(self) -> float | None:
+        """How far the point estimate is from the measurement, as a factor >= 1."""
         r = self.ratio
-        if r is None or r <= 0:
-            return None
-        if self.within_bound():
-            return 1.0
-        return max(r, 1 / r)
+        return None if r is None or r <= 0 else max(r, 1 / r)
+
+    @property
+    def off_by(self) -> float | None:
+        """The point's miss, or 1.0 when the measurement lies within the finding's stated bound."""
+        return 1.0 if self.point_off_by is not None and self.within_bound() else self.point_off_by
+
+    def has_bound(self) -> bool:
+        return self.at_least is not None or self.at_most is not None
+
+    def bound_broken(self) -> bool:
+        return self.has_bound() and self.measured is not None and not self.within_bound()
 
     def within_bound(self) -> bool:
         """A finding that states a bound: the measurement lies within it."""
@@ -63,7 +69,8 @@ class Row:
         return lo <= self.measured <= hi
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "off_by": self.off_by}
+        return {**asdict(self), "ratio": self.ratio, "point_off_by": self.point_off_by, "off_by": self.off_by,
+                "within_bound": self.within_bound()}
 
 
 @dataclass
@@ -74,30 +81,41 @@ class Summary:
     def judged(self) -> list[Row]:
         return [r for r in self.rows if not r.skipped and r.off_by is not None]
 
-    def count_within(self, factor: float) -> int:
-        return sum(1 for r in self.judged if r.off_by <= factor)
+    def count_within(self, factor: float, point: bool = False) -> int:
+        return sum(1 for r in self.judged if (r.point_off_by if point else r.off_by) <= factor)
 
     def far(self) -> list[Row]:
+        """Off by more than FAR and not within a bound the finding states."""
         return [r for r in self.judged if r.off_by > FAR]
 
+    def broken_bounds(self) -> list[Row]:
+        return [r for r in self.judged if r.bound_broken()]
+
     def worst(self) -> Row | None:
-        return max(self.judged, key=lambda r: r.off_by, default=None)
+        return max(self.judged, key=lambda r: (r.off_by, r.point_off_by), default=None)
 
     def line(self) -> str:
         n = len(self.judged)
         if not n:
             return "gain calibration: no recorded puzzle to calibrate"
         w = self.worst()
-        pct = 100 * self.count_within(WITHIN[1]) / n
-        return (f"gain calibration: {n} puzzles; {self.count_within(WITHIN[0])} within {WITHIN[0]}x, "
-                f"{self.count_within(WITHIN[1])} within {WITHIN[1]}x ({pct:.0f}%), {len(self.far())} off by more "
-                f"than {FAR:g}x; worst {w.puzzle} ({w.finding or 'missed'}: predicted {_x(w.predicted)} vs "
-                f"measured {_x(w.measured)}, off by {w.off_by:.2f}x)")
+        ok = self.count_within(WITHIN[1])
+        bounded = sum(1 for r in self.judged if r.has_bound())
+        return (f"gain calibration: {n} puzzles; point estimate within {WITHIN[0]}x: "
+                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {self.count_within(WITHIN[1], True)}, "
+                f"off by more than {FAR:g}x: {sum(1 for r in self.judged if r.point_off_by > FAR)}; "
+                f"with the bounds findings state ({bounded} do): {ok} within {WITHIN[1]}x or inside their bound "
+                f"({100 * ok / n:.0f}%), {len(self.far())} off by more than {FAR:g}x outside a bound, "
+                f"{len(self.broken_bounds())} bound(s) broken; worst {w.puzzle} ({w.finding or 'missed'}: predicted "
+                f"{_x(w.predicted)}{' ' + _bound_text(w) if w.has_bound() else ''} vs measured {_x(w.measured)}, "
+                f"off by {w.off_by:.2f}x)")
 
     def to_dict(self) -> dict[str, Any]:
         n = len(self.judged)
         return {"schema": "perflab.gain-calibration/1", "summary": self.line(), "puzzles": n,
-                "within_1_25": self.count_within(WITHIN[0]), "within_1_5": self.count_within(WITHIN[1]),
+                "point_within_1_25": self.count_within(WITHIN[0], True),
+                "point_within_1_5": self.count_within(WITHIN[1], True), "within_1_5_or_bound": self.count_within(WITHIN[1]),
+                "broken_bounds": [r.puzzle for r in self.broken_bounds()],
                 "far": len(self.far()), "worst": self.worst().puzzle if n else None,
                 "rows": [r.to_dict() for r in self.rows]}
 
@@ -193,15 +211,19 @@ def calibrate_catalog(puzzles: list[Any]) -> Summary:
 def table(summary: Summary) -> str:
     """The markdown table, worst first."""
     head = ("| puzzle | level | finding (planted) | gain % | kernel share % | predicted x | stated bound | "
-            "measured x | ratio |\n|---|---|---|---|---|---|---|---|---|")
+            "measured x | ratio | in bound |\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
-    for r in sorted(summary.judged, key=lambda r: -r.off_by):
+    for r in sorted(summary.judged, key=lambda r: -r.point_off_by):
         bound = _bound_text(r)
         name = r.finding if r.finding == r.planted else f"{r.finding or 'missed'} ({r.planted})"
         share = "" if r.share_pct is None else f"{r.share_pct:.1f}"
         lines.append(f"| {r.puzzle} | {r.level} | {name} | {r.gain_pct:.1f} | {share} | {_x(r.predicted)} | {bound} | "
-                     f"{_x(r.measured)} | {r.ratio:.2f} |")
+                     f"{_x(r.measured)} | {r.ratio:.2f} | {_in(r)} |")
     return "\n".join(lines)
+
+
+def _in(r: Row) -> str:
+    return "" if not r.has_bound() else "yes" if r.within_bound() else "NO"
 
 
 def _bound_text(r: Row) -> str:
