@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis.kernels import TYPES, kernel_breakdown
+from perflab.analysis.promises import promises
 from perflab.analysis.windows import Windows, analysis_windows, step_times
 from perflab.trace.model import Trace
 
@@ -142,6 +143,7 @@ class Diff:
     kernels: list[KernelDelta]       # the kernels whose time per step changed most
     findings: list[FindingChange]
     notes: list[str] = field(default_factory=list)
+    promises: list = field(default_factory=list)   # what each finding gone had promised (analysis/promises.py)
 
     @property
     def speedup(self) -> float | None:
@@ -196,7 +198,8 @@ class Diff:
                 "metrics": [m.to_dict() for m in self.metrics],
                 "categories": [c.to_dict() for c in self.categories],
                 "kernels": [k.to_dict() for k in self.kernels],
-                "findings": [asdict(f) for f in self.findings], "notes": list(self.notes)}
+                "findings": [asdict(f) for f in self.findings], "notes": list(self.notes),
+                "promises": [p.to_dict() for p in self.promises]}
 
 
 def step_stats(trace: Trace, windows: Windows) -> StepStats:
@@ -299,5 +302,9 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
     for s in (sb, sa):
         if s.window != "steps":
             notes.append(f"{s.label}: no steps (ProfilerStep or NVTX step ranges), the {s.window} counts as one step")
-    return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
-                findings=_findings(before.report, after.report), notes=notes)
+    changes = _findings(before.report, after.report)
+    diff = Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
+                findings=changes, notes=notes)
+    diff.promises = promises(before.report.findings, [c.id for c in changes if c.status == "disappeared"],
+                             diff.speedup)
+    return diff
