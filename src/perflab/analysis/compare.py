@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis.kernels import TYPES, kernel_breakdown
+from perflab.analysis.promises import promises
 from perflab.analysis.windows import Windows, analysis_windows, step_times
 from perflab.trace.model import Trace
 
@@ -143,6 +144,7 @@ class Diff:
     findings: list[FindingChange]
     notes: list[str] = field(default_factory=list)
     gate: dict[str, Any] | None = None  # perflab diff --gate (analysis/regression_gate.py)
+    promises: list = field(default_factory=list)   # what each finding gone had promised (analysis/promises.py)
 
     @property
     def speedup(self) -> float | None:
@@ -198,6 +200,7 @@ class Diff:
                 "categories": [c.to_dict() for c in self.categories],
                 "kernels": [k.to_dict() for k in self.kernels],
                 "findings": [asdict(f) for f in self.findings], "notes": list(self.notes),
+                "promises": [p.to_dict() for p in self.promises],
                 **({"gate": self.gate} if self.gate is not None else {})}
 
 
@@ -301,5 +304,9 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
     for s in (sb, sa):
         if s.window != "steps":
             notes.append(f"{s.label}: no steps (ProfilerStep or NVTX step ranges), the {s.window} counts as one step")
-    return Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
-                findings=_findings(before.report, after.report), notes=notes)
+    changes = _findings(before.report, after.report)
+    diff = Diff(before=sb, after=sa, metrics=metrics, categories=categories, kernels=kernels[:top],
+                findings=changes, notes=notes)
+    diff.promises = promises(before.report.findings, [c.id for c in changes if c.status == "disappeared"],
+                             diff.speedup)
+    return diff

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from perflab.doctor.finding import Finding, Report
 from perflab.doctor.finding import rank as rank_findings
+from perflab.doctor.shared_time import share_lost_time
 from perflab.errors import PerflabError, UnreadableInput
 from perflab.trace import sniff
 from perflab.trace.model import Trace
@@ -100,7 +101,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
         return cpu_report(trace, Report(source=source, verdict="", findings=[],
                                         analyses={"summary": ctx.summary, "compile_work": work}))
-    findings = rank_findings(run_rules(ctx))
+    findings = rank_findings(share_lost_time(rank_findings(run_rules(ctx)), 100.0 - ctx.gpu_busy_pct))
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {**rank_analyses(ctx, traces), "compile_work": work}
     from perflab.doctor.rules.multigpu import multirank

@@ -108,6 +108,8 @@ def render_diff(diff: Diff, console: Console | None = None) -> None:
     ]
     kernels = kernels_table(diff, name_width=max(16, min(60, console.width - 62)))
     parts += [p for p in (kernels, findings_table(diff)) if p is not None]
+    parts += [Text(p.verdict, style="green" if "as promised" in p.verdict or "inside" in p.verdict else "")
+              for p in diff.promises]
     parts += [Text(f"note: {n}", style="yellow") for n in diff.notes]
     console.print(Group(*parts))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from perflab.analysis.concurrency import UNDERFILL, kernel_concurrency
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
+from perflab.doctor.fix_bounds import packing_at_most
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 
@@ -34,7 +35,7 @@ def serialized_kernels(ctx: Context) -> list[Finding]:
          "fill_pct": c["fill_pct"], "concurrent_pct": c["concurrent_pct"], "max_concurrent": c["max_concurrent"],
          "streams": len(c["streams"]), "busiest_stream": busiest["stream"],
          "busiest_stream_busy_pct": busiest["busy_pct"], "kernels": u["names"],
-         "underfill_threshold_pct": 100.0 * UNDERFILL},
+         "underfill_threshold_pct": 100.0 * UNDERFILL, **packing_at_most(gain)},
         "If the kernels are independent (per expert, per head, per request), let them share the GPU: issue them "
         "on several CUDA streams (torch.cuda.Stream; wait_stream / events for the inputs they need and before "
         "the results are read), or batch them into one launch (torch.bmm, a grouped GEMM, one kernel with an "

@@ -122,13 +122,19 @@ def sol_gap_pct(busiest: float) -> float:
     return 100 * max(0.0, 1 - busiest / PRACTICAL_PCT)
 
 
+def kernel_bounds(fid: str, kernel_gain: float) -> dict:
+    from perflab.doctor.fix_bounds import KERNEL_GAIN_IS_A_FLOOR, kernel_at_least
+
+    return kernel_at_least(kernel_gain) if fid in KERNEL_GAIN_IS_A_FLOOR else {}
+
+
 def make(ctx: KernelContext, fid: str, kernel_gain: float, evidence: dict, fix: str, summary: str) -> Finding:
     """A finding whose gain is the kernel's gain weighted by the kernel's share of the profiled time."""
     kernel_gain = max(0.0, min(MAX_GAIN, kernel_gain))
     gain = round(kernel_gain * ctx.share, 1)
     ev = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items() if v is not None}
     ev.update({"kernel": ctx.k.name, "kernel_time_share_pct": round(100 * ctx.share, 1),
-               "kernel_gain_pct": round(kernel_gain, 1)})
+               "kernel_gain_pct": round(kernel_gain, 1), **kernel_bounds(fid, kernel_gain)})
     return Finding(id=fid, severity=severity_for(gain), gain_pct=gain, evidence=ev, fix=fix,
                    summary=f"{ctx.k.name}: {summary}")
 

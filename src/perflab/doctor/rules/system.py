@@ -14,6 +14,7 @@ import numpy as np
 from perflab.doctor.context import Context
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import EventRef, Finding
+from perflab.doctor.fix_bounds import copy_removed, wait_removed
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 
@@ -73,7 +74,8 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "mean_kernel_us": launches["kernel_us"]["mean"], "median_kernel_us": launches["kernel_us"]["p50"],
          "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
          "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
-         "launch_delay_p50_us": launches["launch_delay_us"]["p50"]},
+         "launch_delay_p50_us": launches["launch_delay_us"]["p50"],
+         **wait_removed(ctx, gain, shrinks_work=True)},
         fix_for(ctx, "launch-overhead",
             "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
             "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step; "
@@ -144,7 +146,7 @@ def host_compute(ctx: Context) -> list[Finding]:
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
-        {**_idle_evidence(ctx), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
+        {**_idle_evidence(ctx), **wait_removed(ctx, gain), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
          **({"top_op_calls_in_window": 1} if once else {}),
          **({"one_time_per_shape": per_shape} if per_shape else {}),
@@ -262,6 +264,12 @@ def no_overlap(ctx: Context) -> list[Finding]:
     )
 
 
+def _copy_gone(ctx: Context, d: str, gain: float) -> dict:
+    """What the step becomes when the fix removes these copies (perflab.doctor.fix_bounds)."""
+    copy_us = ctx.copies[d]["total_us"] / ctx.n_steps
+    return copy_removed(ctx, gain, copy_us)
+
+
 @rule
 def directed_copies(ctx: Context) -> list[Finding]:
     """h2d-copy / d2h-copy when one direction dominates the copy cost, else the generic memcpy."""
@@ -281,7 +289,8 @@ def directed_copies(ctx: Context) -> list[Finding]:
         gain = ctx.share(costs[d])
         out += _finding(fid, gain, f"{what.capitalize()} dominate the copy time and cost ~{gain:.0f}% of step time "
                         f"({_copy_evidence(ctx, d)['mb_per_step']:.1f} MB per step).",
-                        {**_idle_evidence(ctx), **_copy_evidence(ctx, d)}, fix, _copy_events(ctx, (d,)))
+                        {**_idle_evidence(ctx), **_copy_evidence(ctx, d), **_copy_gone(ctx, d, gain)}, fix,
+                        _copy_events(ctx, (d,)))
     if not out and total > 0:
         gain = ctx.share(total)
         out += _finding("memcpy", gain, f"Host<->device copies cost ~{gain:.0f}% of step time.",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perflab.errors import PerflabError
-from perflab.puzzles.engine import checker, replay, runner, stats
+from perflab.puzzles.engine import checker, guard, replay, runner, stats
 from perflab.puzzles.engine.kinds import Checking, Kind, register
 from perflab.puzzles.engine.spec import Puzzle, display_path
 
@@ -87,9 +87,15 @@ def timed_and_profiled(chk: Checking) -> checker.CheckResult:
 
     try:
         chk.phase("timing")
-        slow, fast = checker.time_pair(chk.ref, chk.ref_state, chk.fix, chk.fix_state, chk.device, chk.reps)
+        timed = guard.time_guarded(chk.ref, chk.ref_state, chk.fix, chk.fix_state, chk.device, chk.reps, puzzle,
+                                   chk.seed)
+        slow, fast = timed.slow, timed.fast
         result.slow, result.fixed = stats.summary(slow), stats.summary(fast)
         result.speed = stats.speedup_verdict(slow, fast, puzzle.check.speedup)
+        refused = timed.mismatch or guard.refusal(chk, fast)
+        if refused:
+            result.correctness = checker.Correctness(False, chk.seed, refused)
+            return result
         chk.phase("profiling")
         result.evidence = profiled_evidence(puzzle, profile)
     except PerflabError:

@@ -1,0 +1,91 @@
+"""What a finding's fix can give, where its gain alone cannot say it: the bounds on the step's speed-up that
+follow from the fix the finding recommends (evidence keys of perflab.doctor.estimate).
+
+- A wait the fix removes (launch gaps, host compute between launches): the step cannot get shorter than the
+  work that remains on the GPU, nor than the host's own launch calls (`speedup_at_most`); removing the wait
+  alone gives the gain (`speedup_at_least` where the fix also shrinks the kernels: graphs, fusion).
+- A copy the fix removes: at least the copy's time back; at most down to the GPU's kernel time.
+- A kernel finding whose gain is a share of the kernel's time attributed to its cause (stalls on atomics,
+  bank conflicts, local memory, divergent warps, SIMT math): removing the cause gives at least that share
+  back, and often far more; "% of kernel time" cannot say 100x (`kernel_speedup_at_least`).
+Each helper returns evidence entries to merge into the finding's evidence; nothing when a bound is unknown.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from perflab.doctor.estimate import speedup_of_gain
+
+
+def _r(x: float) -> float:
+    return round(float(x), 2)
+
+
+# Kernel findings whose gain is the share of the kernel's time its cause is seen to cost (stalls, replays, a
+# throughput share capped below 100 %): the fix removes the cause, and with it often far more than that share.
+KERNEL_GAIN_IS_A_FLOOR = frozenset({"atomic-contention", "bank-conflicts", "register-spill", "warp-divergence",
+                                    "no-tensor-cores", "low-occupancy"})
+
+
+def kernel_at_least(kernel_gain_pct: float) -> dict[str, Any]:
+    """A kernel finding's gain is a floor: the kernel speeds up at least 1 / (1 - gain)."""
+    return {"kernel_speedup_at_least": _r(speedup_of_gain(kernel_gain_pct))} if kernel_gain_pct > 0 else {}
+
+
+def gpu_floor_us(ctx: Any) -> float:
+    """Per step, what the fix of a host-side wait leaves: the GPU's busy time, or the host's launch calls,
+    whichever is longer (both must still happen)."""
+    cpu_launch = float(ctx.launches.get("cpu_launch_us") or 0.0) / ctx.n_steps
+    return max(busy_us(ctx), cpu_launch)
+
+
+def step_us(ctx: Any) -> float:
+    return ctx.window_us / ctx.n_steps
+
+
+def busy_us(ctx: Any) -> float:
+    """The GPU's busy time per step (kernels and copies)."""
+    return ctx.gaps.busy_us / ctx.n_steps
+
+
+def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor_us: float | None = None
+                 ) -> dict[str, Any]:
+    """A finding whose fix removes a wait: the step it leaves at best (`step_ms_at_best`), the speed-up that
+    bounds (`speedup_at_most`), and, where the fix also shrinks the GPU's work (CUDA graphs, fusion), the wait's
+    own gain as a floor (`speedup_at_least`)."""
+    step = step_us(ctx)
+    floor = gpu_floor_us(ctx) if floor_us is None else floor_us
+    out: dict[str, Any] = {}
+    if shrinks_work:
+        out["speedup_at_least"] = _r(speedup_of_gain(gain_pct))
+    elif floor > 0 and step > floor:
+        out["speedup_at_most"] = _r(max(step / floor, speedup_of_gain(gain_pct)))
+        out["step_ms_at_best"] = round(floor / 1e3, 3)
+    return out
+
+
+def copy_removed(ctx: Any, gain_pct: float, copy_us_per_step: float) -> dict[str, Any]:
+    """A copy the fix removes (a smaller result, on the device): at least its gain back; at most the step shrinks to
+    the GPU's kernel time (the copy gone, the host no longer waiting on it)."""
+    step = step_us(ctx)
+    kernels = busy_us(ctx) - copy_us_per_step
+    out = {"speedup_at_least": _r(speedup_of_gain(gain_pct))}
+    if kernels > 0 and step > kernels:
+        out["speedup_at_most"] = _r(max(step / kernels, out["speedup_at_least"]))
+        out["step_ms_at_best"] = round(kernels / 1e3, 3)
+    return out
+
+
+def packing_at_most(gain_pct: float) -> dict[str, Any]:
+    """Idle SMs filled by independent work: perfect packing is the most it can give."""
+    return {"speedup_at_most": _r(speedup_of_gain(gain_pct))} if gain_pct > 0 else {}
+
+
+def fused_one_pass(chain: Any, groups: list[Any]) -> float:
+    """The bytes one fused kernel over a chain moves: its first op's inputs read once and its last op's result
+    written once (one fused pass over the bytes; without tensor identities a full-size operand that joins the
+    chain later cannot be told from an intermediate). A written-out attention's fused bytes are one pass already."""
+    if chain.attention:
+        return chain.fused_bytes
+    first, last = groups[chain.calls[0]], groups[chain.calls[-1]]
+    return min(chain.fused_bytes, max(first.call_bytes - first.call_out_bytes, 0.0) + last.call_out_bytes)

@@ -1,0 +1,158 @@
+"""The fix checker's guards: a fix cannot fool the clock.
+
+- Fresh inputs on every timed repetition: before each sample the tensors a workload names as its inputs
+  (`INPUTS = ("x", ...)` in workload.py) are refilled in place, with the same new values in the reference's
+  and the fix's state (a fix that caches its result across steps returns a stale one).
+- Outputs compared on every repetition, not only the first: the last step of each sample is held against the
+  reference's on the same inputs (a fix that skips work, or writes its result on a stream the timer does not
+  wait for, returns a wrong one).
+- The speed of light: a fix measured faster than its work allows (the bytes it must move and the FLOPs it must
+  do against the GPU's peak ceilings) is refused as a measurement error, with the numbers. The work is the
+  workload's `work(state) -> {"flops", "bytes", "path"}` where it defines one, else the bytes it cannot avoid:
+  its inputs read once and its outputs written once, counted only when they cannot all stay in L2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from perflab.puzzles.engine import checker, runner, stats
+
+L2_FACTOR = 2.0   # bytes above this many L2 sizes must cross DRAM
+
+
+@dataclass
+class Timed:
+    slow: list[float]
+    fast: list[float]
+    mismatch: str = ""       # the first repetition whose outputs differ, in one line
+    refused: str = ""        # a fix faster than its speed of light: why it is a measurement error
+
+
+def input_keys(module: Any, state: Any) -> list[str]:
+    names = getattr(module, "INPUTS", ()) or ()
+    return [k for k in names if isinstance(state, dict) and k in state]
+
+
+def refresh(state: dict, keys: list[str], seed: int) -> None:
+    """Refill the named tensors in place with values drawn from `seed` (same seed, same values)."""
+    import torch
+
+    for i, k in enumerate(keys):
+        t = state[k]
+        if not isinstance(t, torch.Tensor):
+            continue
+        gen = torch.Generator(device=t.device).manual_seed(seed * 1009 + i)
+        with torch.no_grad():
+            if t.is_floating_point():
+                t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32).to(t.dtype))
+            elif t.dtype != torch.bool and t.numel():
+                lo, hi = int(t.min()), int(t.max())
+                t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen, device=t.device, dtype=t.dtype))
+
+
+def _recording(module: Any, holder: list) -> Any:
+    def step(state: Any) -> Any:
+        holder[0] = module.step(state)
+        return holder[0]
+    return step
+
+
+def time_guarded(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str, reps: int, puzzle: Any,
+                 seed: int) -> Timed:
+    """Interleaved timings (ms per step), fresh inputs before every sample, outputs compared after every one."""
+    keys = [k for k in input_keys(ref, ref_state) if k in input_keys(ref, fix_state) or k in (fix_state or {})]
+    out_ref: list = [None]
+    out_fix: list = [None]
+
+    def calibrated(module: Any, state: Any, holder: list) -> stats.Sample:
+        step = _recording(module, holder)
+        probe = runner.sampler(step, state, device)
+        for _ in range(checker.TIMING_WARMUP):
+            probe()
+        step_ms = sorted(probe() for _ in range(3))[1]
+        return runner.sampler(step, state, device, stats.inner_repeats(step_ms, checker.SAMPLE_TARGET_MS))
+
+    ref_sample = calibrated(ref, ref_state, out_ref)
+    fix_sample = calibrated(fix, fix_state, out_fix)
+    timed = Timed([], [])
+    for rep in range(reps + 1):          # the first pair warms up and is not kept
+        if keys:
+            refresh(ref_state, keys, seed + rep)
+            refresh(fix_state, keys, seed + rep)
+        a, b = float(ref_sample()), float(fix_sample())
+        if not timed.mismatch:
+            problem = checker.compare(checker.snapshot(out_ref[0]), checker.snapshot(out_fix[0]), puzzle)
+            if problem:
+                timed.mismatch = f"timed repetition {rep + 1}: {problem}"
+        if rep:
+            timed.slow.append(a)
+            timed.fast.append(b)
+    return timed
+
+
+def work_of(module: Any, state: Any, outputs: Any) -> dict[str, Any]:
+    """The work a step cannot avoid: the workload's own `work(state)`, else its inputs and outputs once."""
+    import torch
+
+    if callable(getattr(module, "work", None)):
+        return dict(module.work(state))
+    tensors = [v for _, v in checker.flatten(outputs) if isinstance(v, torch.Tensor)]
+    tensors += [state[k] for k in input_keys(module, state) if isinstance(state[k], torch.Tensor)]
+    return {"flops": 0.0, "bytes": float(sum(t.numel() * t.element_size() for t in tensors)), "path": "",
+            "cacheable": True}
+
+
+def floor_ms(work: dict[str, Any], ceilings: Any) -> tuple[float, str]:
+    """The speed of light of the work on these ceilings (peak figures: a floor no real run goes under), and the
+    arithmetic that gives it; 0.0 when it cannot be judged."""
+    nbytes, flops = float(work.get("bytes") or 0.0), float(work.get("flops") or 0.0)
+    l2 = float(getattr(ceilings, "l2_bytes", 0.0) or 0.0)
+    if work.get("cacheable") and (not l2 or nbytes <= L2_FACTOR * l2):
+        nbytes = 0.0           # could all live in L2: DRAM bandwidth bounds nothing
+    peak = getattr(ceilings, "peak", None) or {}
+    dram = peak.get("dram") or ceilings.dram or 0.0
+    roofs = {**(ceilings.compute or {}), **{p: v for p, v in peak.items() if p != "dram"}}
+    path = work.get("path") or ""
+    roof = roofs.get(path) if path in roofs else max(roofs.values(), default=0.0)
+    t_bytes = nbytes / dram if dram and nbytes else 0.0
+    t_flops = flops / roof if roof and flops else 0.0
+    ms = 1e3 * max(t_bytes, t_flops)
+    why = []
+    if t_bytes:
+        why.append(f"{nbytes / 1e9:.3g} GB at {dram / 1e9:,.0f} GB/s = {1e3 * t_bytes:.3g} ms")
+    if t_flops:
+        why.append(f"{flops / 1e12:.3g} TFLOP at {roof / 1e12:,.0f} TFLOP/s = {1e3 * t_flops:.3g} ms")
+    return ms, "; ".join(why)
+
+
+def below_speed_of_light(fast_ms: float, work: dict[str, Any], ceilings: Any) -> str:
+    """'' when the fix's measured time is physically possible, else the refusal in one line."""
+    floor, why = floor_ms(work, ceilings)
+    if floor <= 0 or fast_ms >= floor:
+        return ""
+    return (f"the fix measured {fast_ms:.4g} ms per step, faster than the speed of light of its work "
+            f"({why}; {ceilings.source}): a measurement error, not a speed-up (work skipped, work on a stream the "
+            "timer does not wait for, or timers not synchronised)")
+
+
+def device_ceilings_for(device: str) -> Any:
+    """The datasheet/measured ceilings of the GPU a check runs on; None on the CPU (nothing to judge)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    from perflab.analysis.ceilings import device_ceilings
+
+    return device_ceilings(torch.cuda.get_device_name(torch.device(device)))
+
+
+def refusal(chk: Any, fast: list[float]) -> str:
+    """The speed-of-light refusal of a checked fix ('' when its time is possible or cannot be judged)."""
+    ceilings = device_ceilings_for(chk.device)
+    if ceilings is None or not fast:
+        return ""
+    runner.synchronize(chk.device)
+    out = chk.fix.step(chk.fix_state)
+    runner.synchronize(chk.device)
+    return below_speed_of_light(sorted(fast)[len(fast) // 2], work_of(chk.ref, chk.ref_state, out), ceilings)
