@@ -75,19 +75,23 @@ def rank_pipeline(trace: Trace, windows: Windows) -> dict | None:
     n = max(len(windows.start), 1)
     if len(steps) * 2 < n or not steps:
         return None
-    blocks = float(np.median([s["blocks"] for s in steps]))
+    # Back-to-back ProfilerSteps merge into one window (analysis/windows.py): per-step figures divide by the
+    # steps the windows hold, not by the windows.
+    per = max(len(windows.steps), len(windows.start)) / len(windows.start) if windows.kind == "steps" else 1.0
+    n_steps = len(steps) * per
+    blocks = sum(s["blocks"] for s in steps) / n_steps
     if blocks < 2:
         return None
     backward = sum(s["backward"] for s in steps) * 2 >= len(steps)
     total = sum(s["step_us"] for s in steps)
-    return {"rank": trace.rank, "steps": len(steps), "blocks_per_step": blocks,
-            "micro_batches": float(np.ceil(blocks / 2)) if backward else blocks, "training": backward,
-            "p2p_per_step": float(np.median([s["p2p"] for s in steps])),
-            "step_ms": total / len(steps) / 1e3,
+    return {"rank": trace.rank, "steps": n_steps, "blocks_per_step": blocks,
+            "micro_batches": float(np.ceil(blocks / 2)) if backward else float(np.ceil(blocks)), "training": backward,
+            "p2p_per_step": sum(s["p2p"] for s in steps) / n_steps,
+            "step_ms": total / n_steps / 1e3, "compute_ms": sum(s["compute_us"] for s in steps) / n_steps / 1e3,
             "bubble_pct": 100.0 * sum(s["idle_us"] for s in steps) / total if total else 0.0,
             "start_idle_pct": 100.0 * sum(s["start_idle_us"] for s in steps) / total if total else 0.0,
             "end_idle_pct": 100.0 * sum(s["end_idle_us"] for s in steps) / total if total else 0.0,
-            "bubble_ms_per_step": sum(s["idle_us"] for s in steps) / len(steps) / 1e3}
+            "bubble_ms_per_step": sum(s["idle_us"] for s in steps) / n_steps / 1e3}
 
 
 def gpipe_bubble_pct(stages: int, micro_batches: float) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
-SIZE = {"hidden": 4096, "layers": 4, "batch": 4096, "classes": 1000}
+SIZE = {"hidden": 4096, "layers": 4, "batch": 16384, "classes": 1000}
 SMOKE_SIZE = {"hidden": 64, "layers": 2, "batch": 256, "classes": 10}
 
 
