@@ -318,13 +318,19 @@ def gpu_idle(ctx: Context) -> list[Finding]:
 
 def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """The single 'nothing to fix' finding: no rule found anything above low, and the busy time runs near its
-    roof. Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
+    roof. Where the work model prices under half of the GPU time, a `below-roof` note that says so takes its
+    place (rules/unjudged.py). Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
     far above its speed of light is not healthy even when every gap is small on its own; where it cannot, the
     finding says so and how to record a trace that can."""
     from perflab.doctor.rules.roof import ATTAINABLE, ready, unjudged_why
 
     if any(f.severity in ("high", "medium") for f in findings):
         return []
+    from perflab.doctor.rules.unjudged import unjudged
+
+    note = unjudged(ctx)
+    if note is not None:
+        return [note]   # not judged is not healthy: most of the GPU time has no price
     by_type = ctx.kernels["by_type"]
     top_type = max(by_type, key=lambda t: by_type[t]["total_us"]) if by_type else "none"
     evidence = {"gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "dominant_kernel_type": top_type,
