@@ -101,7 +101,9 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         from perflab.doctor.cpu import cpu_report
 
         return cpu_report(trace, Report(source=source, verdict="", findings=[], analyses={"summary": ctx.summary}))
-    findings = rank_findings(run_rules(ctx))
+    from perflab.doctor.rules.roof import after_system_causes
+
+    findings = after_system_causes(rank_findings(run_rules(ctx)), 100.0 - ctx.gpu_busy_pct)
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {
         "summary": ctx.summary,

@@ -322,7 +322,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     place (rules/unjudged.py). Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
     far above its speed of light is not healthy even when every gap is small on its own; where it cannot, the
     finding says so and how to record a trace that can."""
-    from perflab.doctor.rules.roof import ATTAINABLE, ready, unjudged_why
+    from perflab.doctor.rules.roof import ready, step_gap_us, unjudged_why
 
     if any(f.severity in ("high", "medium") for f in findings):
         return []
@@ -340,7 +340,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     summary = f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: no system-level bottleneck."
     if ready(ctx):
         st = ctx.sol["step"]
-        gap = max(0.0, st["modelled_gpu_us"] - st["sol_us"] / ATTAINABLE)
+        gap = step_gap_us(ctx)   # against the reachable roofs, not a datasheet peak alone
         evidence.update({"sol_ms_per_step": round(st["sol_us"] / 1e3, 4),
                          "modelled_gpu_ms_per_step": round(st["modelled_gpu_us"] / 1e3, 4),
                          "pct_of_roof": round(st["pct_of_roof"] or 0.0, 1), "modelled_gpu_pct": round(st["coverage_pct"], 1),
