@@ -13,7 +13,8 @@ import math
 
 from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import GEMM_NAME, KernelContext, kernel_rule, make, next_busiest, ratio
+from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, GEMM_NAME, KernelContext, kernel_rule, make,
+                                              next_busiest, ratio)
 
 
 SECTOR = 32
@@ -85,15 +86,20 @@ def waste_by_unit(ctx: KernelContext, excess: float) -> dict[str, float]:
 
 
 def gain_at_limit(ctx: KernelContext, waste: dict[str, float]) -> tuple[float, str | None, float]:
-    """Kernel time the waste costs: the busiest unit's load now less the busiest unit's load without the waste
-    (compute units keep theirs), in % of the kernel's time. Waste on a unit that does not limit the kernel
-    costs nothing. Returns (gain, the unit that would limit it then, its load then)."""
+    """Kernel time the waste costs, in % of the kernel's time. With a unit at its roof the kernel is throughput
+    bound: the busiest unit's load now less the busiest unit's load without the waste (compute units keep
+    theirs), so waste on a unit that does not limit the kernel costs nothing. Below every roof the time is
+    latency, and the waste costs in proportion to the load it adds to the unit it burdens most. Returns (gain,
+    the unit that would be busiest without the waste, its load then)."""
     now = {**ctx.units.memory, **ctx.units.compute}
     if not now:
         return 0.0, None, 0.0
     after = {u: v * (1 - waste.get(u, 0.0)) for u, v in now.items()}
     unit, load = max(after.items(), key=lambda kv: kv[1])
-    return max(0.0, max(now.values()) - load), unit, load
+    top = max(now.values())
+    if top >= AT_ROOF_PCT:
+        return max(0.0, top - load), unit, load
+    return max(v * waste.get(u, 0.0) for u, v in now.items()), unit, load
 
 
 @kernel_rule
@@ -179,11 +185,17 @@ def bank_conflicts(ctx: KernelContext) -> Finding | None:
 
 @kernel_rule
 def warp_divergence(ctx: KernelContext) -> Finding | None:
-    """smsp__thread_inst_executed_per_inst_executed.ratio: active threads per executed instruction (of 32)."""
+    """smsp__thread_inst_executed_per_inst_executed.ratio: active threads per executed instruction (of 32).
+    The idle lanes waste the SM's issue slots and pipes; they cost time only where the SM side limits the
+    kernel (gain_at_limit): a divergent kernel at its DRAM roof waits on DRAM either way."""
     r = ctx.m("smsp__thread_inst_executed_per_inst_executed.ratio")
     if r is None or r >= 24:
         return None
-    return make(ctx, "warp-divergence", 100 * (1 - r / 32) * max(ctx.compute_pct, 30) / 100,
+    waste = 1 - r / 32
+    lanes = 100 * waste * max(ctx.compute_pct, 30) / 100
+    if ctx.busiest_pct >= AT_ROOF_PCT:
+        lanes = min(lanes, gain_at_limit(ctx, {u: waste for u in ctx.units.compute})[0])
+    return make(ctx, "warp-divergence", lanes,
                 {"threads_per_instruction": r, "sm_throughput_pct": ctx.compute_pct,
                  "branch_instruction_pct": ctx.m("derived__smsp__inst_executed_op_branch_pct")},
                 "Make the branch uniform per warp: sort or bin the work so that a warp's 32 threads take the "
