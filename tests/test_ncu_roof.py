@@ -98,3 +98,21 @@ def test_divergent_lanes_cost_a_kernel_at_its_dram_roof_nothing():
     f = next(f for f in report.findings if f.id == "warp-divergence")
     assert f.severity == "info" and f.gain_pct < 3
     assert ids(report)[0] == "healthy" or report.findings[0].severity == "info"
+
+
+def test_healthy_heads_a_report_only_where_most_of_its_time_was_judged_at_the_roof():
+    """Two kernels: the SiLU at its DRAM roof (10 % of the time) and one whose report lacks every throughput
+    metric (90 %). Before: `healthy` headed the report. Now the kernel that holds the time and could not be
+    judged does, and the verdict says it was not judged."""
+    from perflab.trace.ncu import KernelProfile, NcuProfile
+
+    silu = profile("roof_silu", "csv").kernels[0]
+    blind = {n: v for n, v in silu.metrics.items() if "pct_of_peak" not in n and "throughput" not in n}
+    blind["gpu__time_duration.sum"] = 9 * silu.get("gpu__time_duration.sum")
+    both = NcuProfile(path="two kernels (edited)", source="csv", kernels=[
+        KernelProfile(0, "silu", silu.full_name, dict(silu.metrics), dict(silu.units)),
+        KernelProfile(1, "custom_kernel", "custom_kernel(float*)", blind, dict(silu.units))])
+    report = diagnose_profile(both)
+    assert report.findings[0].id != "healthy"
+    assert "healthy" in ids(report)                       # the SiLU's own verdict stays
+    assert not report.verdict.startswith("Healthy") and not report.verdict.startswith("Nothing to fix")

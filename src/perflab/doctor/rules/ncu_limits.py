@@ -101,6 +101,7 @@ def at_roof(ctx: KernelContext, others: list[Finding], ev: dict) -> list[Finding
     if not [o for o in others if o.severity != "info"]:
         out.append(Finding(id="healthy", severity="info", gain_pct=0.0,
                            evidence={"limiting_unit": unit, "limiting_unit_pct": round(pct, 1), "kernel": ctx.k.name,
+                                     "kernel_time_share_pct": round(100 * ctx.share, 1),
                                      **{k: round(v, 3) if isinstance(v, float) else v for k, v in ev.items()
                                         if v is not None}},
                            fix="Nothing to fix in this kernel.",
