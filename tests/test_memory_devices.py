@@ -81,3 +81,8 @@ def test_one_device_reads_as_before():
     assert [f.id for f in report.findings] == ["healthy"]
     assert report.findings[0].summary.startswith("Memory is used as allocated: the default pool")
     assert "device" not in report.findings[0].evidence
+
+
+def test_the_summary_shows_the_worst_device():
+    summary = diagnose_memory(from_raw(two_devices())).analyses["memory"]
+    assert summary["device"] is summary["per_device"]["1"] and summary["devices"] == [0, 1]

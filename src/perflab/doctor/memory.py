@@ -71,6 +71,8 @@ def diagnose_memory(path_or_snapshot: str | Path | Any) -> Report:
         (SEVERITY_ORDER[x[0].severity], -x[0].gain_pct) if x[0] else (len(SEVERITY_ORDER), 0.0),
         -summary["per_device"][str(x[1])]["totals"]["reserved_mb"]))]
     summary["worst_first"] = order
+    if several:
+        summary["device"] = summary["per_device"][str(order[0])]   # what a renderer shows as "the device"
     if not any(f.severity in ("high", "medium") for f in findings):
         findings.append(_healthy(MemoryContext(snap, summary, order[0] if order else None), several))
     source = {"path": str(snap.meta.get("path", "")), "kind": "memory", "device": "",
