@@ -195,15 +195,21 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
 
 
 def ncu_command(ctx: Context, g) -> str | None:
-    """The `perflab ncu` call that profiles this op's longest kernel in a steady step (analysis/ncu_plan.py: ncu's
-    filter on the function name, the launches before it counted from the program's start); None for a copy."""
-    from perflab.analysis.ncu_plan import launch_plan, steady_launch
-
+    """The `perflab ncu` call that profiles this op's longest kernel in a steady step; None for a copy."""
     trace = ctx.trace
     rows = np.asarray([r for r in g.rows if trace.kind[r] == KERNEL and trace.name_of(r) == g.kernel], dtype=np.int64)
     if not rows.size:
         return None   # memcpy / memset rows: Nsight Compute profiles kernels only
-    return launch_plan(trace, steady_launch(trace, rows)).perflab_command(None)
+    return kernel_ncu_command(ctx, rows)
+
+
+def kernel_ncu_command(ctx: Context, rows: np.ndarray) -> str:
+    """The `perflab ncu` call that profiles one of these launches (one kernel's) in a steady step
+    (analysis/ncu_plan.py: ncu's filter on the function name, the launches before it counted from the program's
+    start)."""
+    from perflab.analysis.ncu_plan import launch_plan, steady_launch
+
+    return launch_plan(ctx.trace, steady_launch(ctx.trace, rows)).perflab_command(None)
 
 
 def reachable(ctx: Context) -> dict[str, float]:

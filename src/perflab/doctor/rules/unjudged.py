@@ -38,7 +38,7 @@ def unpriced_kernels(ctx: Context) -> list[dict]:
 
 def unjudged(ctx: Context) -> Finding | None:
     """A `below-roof` note when the priced work is under half the GPU time; None when the time was judged."""
-    from perflab.doctor.rules.roof import ready, unjudged_why
+    from perflab.doctor.rules.roof import kernel_ncu_command, ready, unjudged_why
 
     work = ctx.op_work
     total = work.kernel_us
@@ -53,7 +53,10 @@ def unjudged(ctx: Context) -> Finding | None:
     unpriced = sum(k["us"] for k in kernels)
     share = 100 * unpriced / total
     top = kernels[0]
-    cmd = _ncu_command(ctx, top["rows"])
+    try:
+        cmd = kernel_ncu_command(ctx, np.asarray(top["rows"], dtype=np.int64))
+    except (ValueError, IndexError):   # no launch ncu could be pointed at: the note still stands
+        cmd = None
     n = ctx.n_steps
     listed = [{"kernel": k["name"][:160], "gpu_time_pct": round(100 * k["us"] / total, 1),
                "us_per_step": round(k["us"] / n, 2), "launches_per_step": round(k["rows"].size / n, 2)}
@@ -72,12 +75,3 @@ def unjudged(ctx: Context) -> Finding | None:
              "report; `perflab investigate` does both)." if cmd else
              "Measure the unpriced kernels with Nsight Compute (perflab ncu), the largest first."),
         events=[ctx.event(int(k["rows"][0])) for k in kernels[:TOP_KERNELS]])
-
-
-def _ncu_command(ctx: Context, rows: np.ndarray) -> str | None:
-    from perflab.analysis.ncu_plan import launch_plan, steady_launch
-
-    try:
-        return launch_plan(ctx.trace, steady_launch(ctx.trace, np.asarray(rows, dtype=np.int64))).perflab_command(None)
-    except (ValueError, IndexError):
-        return None
