@@ -29,6 +29,9 @@ def test_a_kernel_at_its_dram_roof_with_its_compulsory_bytes_is_healthy(name):
     assert all(f.severity == "info" for f in report.findings)
     bound = next(f for f in report.findings if f.id == "memory-bound")
     assert bound.evidence["limiting_unit"] == "DRAM" and bound.evidence["limiting_unit_pct"] > 85
+    # with the bytes the work needs: DRAM moves its compulsory bytes (every input read once, the output written)
+    assert abs(bound.evidence["dram_bytes"] / bound.evidence["compulsory_bytes_est"] - 1) < 0.02
+    assert "1.00x the bytes it must" in bound.summary or "0.99x the bytes it must" in bound.summary
 
 
 @pytest.mark.parametrize("drop", [SOURCE_COUNTERS, SOURCE_COUNTERS + BYTES_PER_SECTOR])
