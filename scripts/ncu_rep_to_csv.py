@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
@@ -40,9 +42,15 @@ def _cell(v) -> str:
 
 
 def rows(report: Path) -> tuple[list[str], list[str], list[list[str]]]:
+    """(header, units row, one row per profiled kernel) of a report, gzipped or not."""
     sys.path.insert(0, "/opt/nvidia/nsight-compute/extras/python")   # an install's module, if no pip package
     import ncu_report
 
+    if report.read_bytes()[:2] == b"\x1f\x8b":
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / "report.ncu-rep"
+            plain.write_bytes(gzip.decompress(report.read_bytes()))
+            return rows(plain)
     ctx = ncu_report.load_report(str(report))
     kernels: list[tuple[dict[str, str], dict[str, str], dict[str, str]]] = []
     for r in range(ctx.num_ranges()):

@@ -119,3 +119,26 @@ def test_healthy_heads_a_report_only_where_most_of_its_time_was_judged_at_the_ro
     assert report.findings[0].id != "healthy"
     assert "healthy" in ids(report)                       # the SiLU's own verdict stays
     assert not report.verdict.startswith("Healthy") and not report.verdict.startswith("Nothing to fix")
+
+
+def test_the_converter_writes_a_raw_page_the_doctor_reads_as_the_report(tmp_path):
+    """scripts/ncu_rep_to_csv.py on a shipped report: the CSV holds the same metrics and gets the same verdict."""
+    import importlib.util
+
+    pytest.importorskip("ncu_report")
+    from perflab.doctor.ncu import diagnose_ncu
+    from perflab.trace.ncu import load
+
+    spec = importlib.util.spec_from_file_location("ncu_rep_to_csv", Path(__file__).parents[1] / "scripts" / "ncu_rep_to_csv.py")
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    rep = Path(__file__).parent / "data" / "ncu" / "uncoalesced_column.ncu-rep.gz"
+    out = tmp_path / "u.csv"
+    assert conv.main([str(rep), str(out)]) == 0
+    assert conv.main([str(rep), str(out)]) == 2          # never over an existing file without --force
+    a, b = load(rep, prefer="auto").kernels[0], load(out).kernels[0]
+    shared = set(a.metrics) & set(b.metrics)
+    assert len(shared) > 0.95 * len(a.metrics)
+    assert all(a.metrics[n] == pytest.approx(b.metrics[n]) for n in shared if isinstance(a.metrics[n], float))
+    key = lambda r: [(f.id, f.severity, f.gain_pct) for f in r.findings]
+    assert key(diagnose_ncu(rep)) == key(diagnose_ncu(out))
