@@ -53,11 +53,15 @@ def test_fires_first_on_the_slow_form_and_not_on_the_fix(tmp_path, slow, fixed, 
     assert planted not in ids(report(tmp_path, fixed()))
 
 
-def test_busy_gpu_on_large_gemms_is_healthy(tmp_path):
+def test_busy_gpu_on_gemms_without_shapes_is_not_judged_not_healthy(tmp_path):
+    """Nothing at the system level, but no op carries shapes: how close the GEMMs run to their roof is
+    unknown, so the top line says so (issue 24: not judged is not healthy), with the kernel and the ncu command."""
     rep = report(tmp_path, synthetic.gpu_bound(steps=4))
-    assert ids(rep) == ["healthy"] and rep.top.severity == "info"
-    assert rep.top.evidence["dominant_kernel_type"] == "gemm"
-    assert "no system-level bottleneck" in rep.verdict
+    assert ids(rep) == ["below-roof"] and rep.top.severity == "low" and rep.top.gain_pct == 0
+    ev = rep.top.evidence
+    assert ev["unjudged_gpu_time_pct"] == 100 and ev["kernels"][0]["kernel"] == synthetic.GEMM
+    assert ev["kernels"][0]["gpu_time_pct"] > 95 and "record_shapes" in ev["why"]
+    assert rep.verdict.startswith("Not judged: 100% of the GPU time") and "perflab ncu --kernel" in rep.verdict
 
 
 def test_pageable_ranks_before_the_generic_copy_findings(tmp_path):
@@ -108,7 +112,7 @@ def test_step_option_limits_the_analysis(tmp_path):
             b.op("aten::add", [(synthetic.ELEMENTWISE, 2.0)], cpu_us=14)
     path = b.write(tmp_path / "t.json")
     assert diagnose(path, step=2).top.id == "launch-overhead"
-    assert diagnose(path, step=1).top.id == "healthy"
+    assert diagnose(path, step=1).top.id == "below-roof"   # busy, but no shapes: not judged
 
 
 @pytest.mark.parametrize("puzzle, planted", [("01-launch-overhead", "launch-overhead"),

@@ -32,5 +32,7 @@ def test_one_launch_per_segment_is_launch_overhead_and_the_fix_names_a_persisten
 
 def test_the_persistent_launch_keeps_the_gpu_busy():
     report = recorded("solution")
-    assert report.findings[0].id == "healthy"
+    # nothing at the system level; the persistent kernel is custom CUDA the work model cannot price, so the
+    # top line says it is not judged (issue 24) rather than healthy
+    assert report.findings[0].id == "below-roof" and report.verdict.startswith("Not judged")
     assert all(f.severity in ("info", "low") for f in report.findings)

@@ -101,10 +101,13 @@ def test_the_vllm_decode_steps_are_its_engine_steps():
     report = diagnose(_need(REAL / "nvllm_gb10_vllm_decode.json.gz"))
     assert "execute_context_0(0)_generation_4(4)" in report.source["window"]["found_by"]
     assert 70 < report.analyses["summary"]["step_time_ms"] < 85  # 10 steps in 775 ms
-    assert report.findings[0].id == "healthy"
-    # busy, but its roofs cannot be judged: most GPU time is CUDA-graph replays, which no op launches
-    unjudged = report.findings[0].evidence["speed_of_light"]
-    assert unjudged.startswith("not judged: 83% of its GPU time is replayed from CUDA graphs")
+    # busy, but its roofs cannot be judged: most GPU time is CUDA-graph replays, which no op launches. Not judged
+    # is not healthy (issue 24): the headline says so, with the kernels and the ncu command
+    top = report.findings[0]
+    assert top.id == "below-roof" and top.severity == "low" and report.verdict.startswith("Not judged")
+    assert top.evidence["unjudged_gpu_time_pct"] > 80 and top.evidence["ncu_command"].startswith("perflab ncu")
+    unjudged = top.evidence["why"]
+    assert unjudged.startswith("83% of its GPU time is replayed from CUDA graphs")
     assert "CUDA graphs off" in unjudged
 
 

@@ -2,10 +2,14 @@
 memory, and atomics. Pure functions over a `KernelProfile`; a value the report lacks is None.
 
 Compulsory bytes. A kernel must move at least its distinct data through DRAM once: the bytes it writes
-plus the distinct bytes it reads. The report counts the bytes written (L2 write sectors from the SMs)
-but no distinct addresses, so the distinct reads are estimated as one byte read per byte written (an
-elementwise, stencil or scan kernel). That estimate means nothing for a kernel that writes far less
-than it reads (a reduction, a GEMV): there `compulsory_bytes` is None and no re-read is claimed.
+plus the distinct bytes it reads, from every input. The report counts the bytes written (L2 write sectors
+from the SMs) but no distinct addresses. What its counters do say: a byte L2 served as a hit was asked for
+before; with (almost) no read hits nothing was asked for twice, so every byte read from DRAM is a first
+touch and the DRAM reads are compulsory, however many inputs there are (`a + b` reads two). Only where
+the hits show reuse are the distinct reads estimated, as one byte read per byte written (an elementwise,
+stencil or scan kernel over one input): the least a kernel that writes its output can read, so the excess
+is an upper bound. That estimate means nothing for a kernel that writes far less than it reads (a
+reduction, a GEMV): there `compulsory_bytes` is None and no re-read is claimed.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from perflab.trace.ncu_model import KernelProfile
 
 SECTOR = 32
 ANCHOR_MIN = 0.1   # written / DRAM-read bytes below this: the one-read-per-write estimate does not apply
+REUSE_HIT_PCT = 10.0   # L2 read hits under this show no reuse: every DRAM read is a first touch
 
 
 def _sum(k: KernelProfile, *names: str) -> float | None:
@@ -36,6 +41,7 @@ class DramTraffic:
     l2_bytes: float | None                  # L2 capacity
     compulsory_bytes: float | None          # estimate (module docstring); None where it cannot be made
     excess_bytes: float | None              # DRAM bytes beyond the compulsory estimate
+    compulsory_basis: str = ""              # how the estimate was made
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,14 +62,20 @@ def dram_traffic(k: KernelProfile) -> DramTraffic:
     if written is None:
         written = wr
     compulsory = excess = None
-    if rd is not None and written and written >= ANCHOR_MIN * rd:
-        compulsory = 2 * written  # written + as many distinct bytes read
+    basis = ""
+    hit = read_hit_pct(k)
+    if rd is not None and written and hit is not None and hit < REUSE_HIT_PCT:
+        compulsory, basis = written + rd, "bytes written + DRAM reads (no L2 read hits: every read is a first touch)"
+    elif rd is not None and written and written >= ANCHOR_MIN * rd:
+        compulsory, basis = 2 * written, ("bytes written + as many read (L2 read hits show reuse; the report counts "
+                                          "no distinct addresses: the least one input the size of the output needs)")
+    if compulsory is not None:
         excess = max(0.0, rd + (wr or 0.0) - compulsory)
     return DramTraffic(dram_read_bytes=rd, dram_write_bytes=wr,
                        l2_read_request_bytes=_times(k.get("lts__t_sectors_srcunit_tex_op_read.sum"), SECTOR),
                        written_bytes=written, l2_read_hit_pct=read_hit_pct(k),
                        l2_bytes=k.get("device__attribute_l2_cache_size"), compulsory_bytes=compulsory,
-                       excess_bytes=excess)
+                       excess_bytes=excess, compulsory_basis=basis)
 
 
 @dataclass

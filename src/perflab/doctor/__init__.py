@@ -101,7 +101,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
         return cpu_report(trace, Report(source=source, verdict="", findings=[],
                                         analyses={"summary": ctx.summary, "compile_work": work}))
-    findings = rank_findings(share_lost_time(rank_findings(run_rules(ctx)), 100.0 - ctx.gpu_busy_pct))
+    findings = ranked_findings(ctx)
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     analyses = {**rank_analyses(ctx, traces), "compile_work": work}
     from perflab.doctor.rules.multigpu import multirank
@@ -112,6 +112,16 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
         analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
     return Report(source=source, verdict=verdict(findings), findings=findings, analyses=plain(analyses))
+
+
+def ranked_findings(ctx) -> list:
+    """The rules' findings for the context's rank, ranked: findings that claim the same lost time share it, and
+    a kernel's below-roof gain never ranks above a larger system cause."""
+    from perflab.doctor.registry import run_rules
+    from perflab.doctor.rules.roof import after_system_causes
+
+    idle = 100.0 - ctx.gpu_busy_pct
+    return after_system_causes(rank_findings(share_lost_time(rank_findings(run_rules(ctx)), idle)), idle)
 
 
 def report_source(ctx, traces: list[Trace], work: dict | None = None) -> dict:

@@ -39,9 +39,15 @@ def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> R
             row["ncu_rules"] = compare(k.rules, sorted(found, key=lambda f: -f.evidence.get("kernel_gain_pct", 0)))
         kernels.append(row)
     ranked = rank(findings)
-    if ranked and all(f.severity == "info" for f in ranked) and any(f.id == "healthy" for f in ranked):
-        # nothing to fix anywhere: the headline is `healthy`, the at-roof notes follow
+    healthy_share = sum(f.evidence.get("kernel_time_share_pct", 0.0) for f in ranked if f.id == "healthy")
+    if (ranked and all(f.severity == "info" for f in ranked) and any(f.id == "healthy" for f in ranked)
+            and healthy_share >= 50.0):
+        # nothing to fix anywhere and most of the time judged at its roof: the headline is `healthy`
         ranked = [f for f in ranked if f.id == "healthy"][:1] + [f for f in ranked if f.id != "healthy"]
+    elif ranked and all(f.severity == "info" for f in ranked):
+        # nothing found, but not judged is not healthy: the kernels that could not be judged lead, the longest first
+        blind = sorted((f for f in ranked if f.id == "below-roof"), key=lambda f: -f.evidence.get("kernel_time_share_pct", 0))
+        ranked = blind + [f for f in ranked if f.id != "below-roof"]
     analyses = {"kernels": kernels, "ceilings": ceilings.source}
     if not any(k.rules for k in profile.kernels):
         analyses["ncu_rules_note"] = ("no Nsight Compute rule results to compare with: " +
@@ -80,6 +86,8 @@ def verdict(ranked) -> str:
     if top.evidence.get("unjudged"):
         return (f"Cannot tell what limits the kernels: the report lacks the SM and DRAM throughputs (the notes "
                 f"name the missing metrics). A lead, not a verdict: {top.summary}.")
+    if top.severity == "info" and top.id == "below-roof":
+        return f"Not judged: {top.summary}."
     if top.severity == "info":
         return f"Nothing to fix: {top.summary}."
     first_step = re.split(r"\. (?=[A-Z(])", top.fix)[0].rstrip(".")  # not at "e.g. "

@@ -76,7 +76,11 @@ def _findings(chosen: RankView, ranks: list[RankView], multi: dict) -> list[Find
         if rule.__module__ == JOB_RULES_MODULE:
             found += [(index, f) for f in rule(ctx)]
     found.sort(key=lambda x: x[0])
-    findings = rank_findings([f for _, f in found])
+    from perflab.doctor.rules.roof import after_system_causes
+    from perflab.doctor.shared_time import share_lost_time
+
+    idle = 100.0 - chosen.summary.get("gpu_busy_pct", 100.0)  # as doctor.ranked_findings does
+    findings = after_system_causes(rank_findings(share_lost_time(rank_findings([f for _, f in found]), idle)), idle)
     if not any(f.severity in ("high", "medium") for f in findings):
         findings = [_finding(f) for f in chosen.summary["healthy"]] + findings
     return findings

@@ -116,7 +116,7 @@ def _gpu_numbers(ctx) -> dict:
     # `healthy` stands only when no finding reaches medium: the merge drops it where a job finding does
     candidate = healthy(ctx, [f for _, f in own])
     return {
-        "busy": ctx.busy, "idle": ctx.gaps.to_dict(),
+        "busy": ctx.busy, "idle": ctx.gaps.to_dict(), "gpu_busy_pct": ctx.gpu_busy_pct,
         "collectives": encode_collectives(colls, inside, gaps),
         "findings": [{"rule": index, **f.to_dict()} for index, f in own],
         "healthy": [f.to_dict() for f in candidate],

@@ -120,6 +120,7 @@ class TraceEvent:
     stream: int
     time_us: float | None
     frames: list[Frame] = field(default_factory=list)
+    device_free: int | None = None            # oom: the bytes the device had free when the allocation failed
 
 
 @dataclass
@@ -252,7 +253,8 @@ def from_raw(raw: dict[str, Any]) -> Snapshot:
             t = e.get("time_us")
             events.append(TraceEvent(str(e.get("action", "")), int(e.get("addr", 0) or 0), int(e.get("size", 0) or 0),
                                      int(e.get("stream", 0) or 0), float(t) if t is not None else None,
-                                     _frames(e.get("frames"))))
+                                     _frames(e.get("frames")),
+                                     int(e["device_free"]) if e.get("device_free") is not None else None))
         traces.append(events)
     settings = raw.get("allocator_settings") if isinstance(raw.get("allocator_settings"), dict) else {}
     return Snapshot(segments, traces, dict(settings))

@@ -116,3 +116,30 @@ def duplicated_buffers(ctx) -> list[Finding]:
         "Allocate the buffer once and reuse it (static inputs shared by all graphs, slices of one max-size "
         "buffer), or free the copies.",
     )
+
+
+@rule(source="memory")
+def out_of_memory(ctx) -> list[Finding]:
+    """The allocator recorded an out-of-memory error on this device: an allocation failed with too little free
+    on the device. Whatever else the snapshot shows, the program did not run: the whole run is the gain."""
+    ooms = [e for e in ctx.events if e.action == "oom"]
+    if not ooms:
+        return []
+    last = ooms[-1]
+    t = ctx.totals
+    free = f", {last.device_free / 2**20:,.0f} MB free on the device" if last.device_free is not None else ""
+    sites = ctx.device["top_sites"][:2]
+    held = "; most of it allocated at " + ", ".join(f"{s['site']} ({s['mb']:,.0f} MB)" for s in sites) if sites else ""
+    return _finding(
+        "memory-capacity", 100.0,
+        f"Out of memory: {len(ooms)} allocation(s) failed, the last asking for {last.size / 2**20:,.0f} MB{free}, "
+        f"with {t['reserved_mb']:,.0f} MB reserved by PyTorch ({t['allocated_mb']:,.0f} MB allocated){held}.",
+        {"ooms": len(ooms), "failed_request_mb": round(last.size / 2**20, 3),
+         "device_free_mb": round(last.device_free / 2**20, 3) if last.device_free is not None else None,
+         "reserved_mb": t["reserved_mb"], "allocated_mb": t["allocated_mb"],
+         "free_in_cache_mb": t["free_mb"], "largest_free_mb": t["largest_free_mb"],
+         "top_sites": [s["site"] for s in sites]},
+        "Lower the peak on this device: smaller batch or sequence chunks, free temporaries after their last use "
+        "(torch.inference_mode), narrower dtypes, or spread the model over more devices; where much is reserved "
+        "but free (fragmentation), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+    )

@@ -13,61 +13,140 @@ import math
 
 from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import GEMM_NAME, KernelContext, kernel_rule, make, next_busiest, ratio
+from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, GEMM_NAME, KernelContext, kernel_rule, make,
+                                              next_busiest, ratio)
+
+
+SECTOR = 32
+MAX_WIDTH = 16     # bytes per thread of the widest global access (LDG.128 / STG.128)
+OPS = ("ld", "st")
+
+
+def _op(ctx: KernelContext, what: str, op: str) -> float | None:
+    return ctx.m(f"l1tex__t_{what}_pipe_lsu_mem_global_op_{op}.sum")
+
+
+def sector_use(ctx: KernelContext, op: str) -> tuple[float | None, float | None]:
+    """(sectors, bytes the threads used of them) of global loads or stores. The bytes come from
+    smsp__sass_average_data_bytes_per_sector_mem_global_op_*: 32 when every byte of every sector a warp
+    touches is data it asked for, whatever the access width (a float4 load of a warp touches 16 sectors,
+    all of them used)."""
+    sectors = _op(ctx, "sectors", op)
+    per_sector = ctx.m(f"smsp__sass_average_data_bytes_per_sector_mem_global_op_{op}.ratio")
+    used = sectors * min(per_sector, SECTOR) if sectors and per_sector else None
+    return sectors, used
 
 
 def global_excess(ctx: KernelContext) -> tuple[float | None, str]:
-    """Fraction of the L2 sectors that global accesses request beyond a perfectly coalesced pattern.
+    """Fraction of the sectors that global accesses move beyond what their threads use.
 
-    ncu's source counters give both (memory_l2_theoretical_sectors_global and its _ideal); without them
-    fall back to sectors per request against 4 (one 32-bit word per lane), which is approximate."""
+    In order of exactness: ncu's source counters (memory_l2_theoretical_sectors_global against its _ideal);
+    the bytes per sector the threads used (smsp__sass_average_data_bytes_per_sector_mem_global_op_ld/st), which
+    judges each access against its own width; else sectors per request against the widest coalesced access: a
+    warp's 4-, 8- and 16-byte accesses touch 4, 8 and 16 sectors when coalesced, so without the access width
+    only sectors beyond 16 per request are provably wasted (a lower bound)."""
     total = ctx.m("memory_l2_theoretical_sectors_global")
     ideal = ctx.m("memory_l2_theoretical_sectors_global_ideal")
     if total and ideal is not None:
         return max(0.0, (total - ideal) / total), "memory_l2_theoretical_sectors_global vs _ideal"
-    spr = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
-                 ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
+    uses = [sector_use(ctx, op) for op in OPS]
+    if all(s is not None and (u is not None or s == 0) for s, u in uses) and sum(s for s, _ in uses):
+        sectors = sum(s for s, _ in uses)
+        used = sum(u or 0.0 for _, u in uses)
+        return max(0.0, 1 - used / (sectors * SECTOR)), "bytes used per sector of global loads and stores"
+    spr = ratio(_op(ctx, "sectors", "ld"), _op(ctx, "requests", "ld"))
     if spr:
-        return max(0.0, 1 - 4 / spr), "l1tex global load sectors per request vs 4 (approximate)"
+        return (max(0.0, 1 - MAX_WIDTH / spr),
+                f"global load sectors per request vs {MAX_WIDTH} (16-byte accesses; the width is not in the report)")
     return None, ""
+
+
+def used_bytes(ctx: KernelContext, excess: float) -> float | None:
+    """The global bytes the threads use (loads and stores): what DRAM would have to move were every access
+    coalesced and nothing re-read."""
+    uses = [sector_use(ctx, op) for op in OPS]
+    if all(u is not None or s == 0 for s, u in uses) and any(s for s, _ in uses):
+        return sum(u or 0.0 for _, u in uses)
+    sectors = [s for s, _ in uses if s is not None]
+    return sum(sectors) * SECTOR * (1 - excess) if sectors else None
+
+
+def waste_by_unit(ctx: KernelContext, excess: float) -> dict[str, float]:
+    """Each memory unit's share of its traffic that the wasted sectors make. L1 and L2 move every sector a
+    warp requests; DRAM only the ones that miss L2: a sector another warp uses later (its neighbours' strided
+    stores, a transpose's columns) reaches DRAM once, as data. DRAM's waste is its bytes beyond the bytes
+    the threads use (at most the sector waste)."""
+    out = {u: excess for u in ctx.units.memory if u != "DRAM"}
+    if "DRAM" in ctx.units.memory:
+        t = ctx.traffic
+        dram = (t.dram_read_bytes or 0.0) + (t.dram_write_bytes or 0.0)
+        used = used_bytes(ctx, excess)
+        out["DRAM"] = min(excess, max(0.0, 1 - used / dram)) if dram and used is not None else excess
+    return out
+
+
+def gain_at_limit(ctx: KernelContext, waste: dict[str, float]) -> tuple[float, str | None, float]:
+    """Kernel time the waste costs, in % of the kernel's time. With a unit at its roof the kernel is throughput
+    bound: the busiest unit's load now less the busiest unit's load without the waste (compute units keep
+    theirs), so waste on a unit that does not limit the kernel costs nothing. Below every roof the time is
+    latency, and the waste costs in proportion to the load it adds to the unit it burdens most. Returns (gain,
+    the unit that would be busiest without the waste, its load then)."""
+    now = {**ctx.units.memory, **ctx.units.compute}
+    if not now:
+        return 0.0, None, 0.0
+    after = {u: v * (1 - waste.get(u, 0.0)) for u, v in now.items()}
+    unit, load = max(after.items(), key=lambda kv: kv[1])
+    top = max(now.values())
+    if top >= AT_ROOF_PCT:
+        return max(0.0, top - load), unit, load
+    return max(v * waste.get(u, 0.0) for u, v in now.items()), unit, load
 
 
 @kernel_rule
 def access_pattern(ctx: KernelContext) -> Finding | None:
-    """uncoalesced-access / poor-locality: excess sectors per request; L2 hit rate tells them apart.
+    """uncoalesced-access / poor-locality: sectors moved beyond what the threads use; L2 hit rate tells them apart.
 
     Excess sectors with a good L2 read hit rate mean neighbouring lanes' data is reused from L2 later
     (a layout/indexing problem: coalescing). Excess sectors with a poor hit rate mean scattered access
-    that defeats the caches as well (locality)."""
+    that defeats the caches as well (locality). The gain is what the waste costs at the unit that limits
+    the kernel (gain_at_limit): none for a DRAM-bound kernel whose extra sectors never reach DRAM."""
     excess, how = global_excess(ctx)
     if excess is None or excess < 0.25 or ctx.mem_pct < 20:
         return None
     hit = ctx.l2_read_hit_pct
-    spr_ld = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))
-    spr_st = ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"), ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"))
-    stores = spr_st is not None and spr_st > 2 * max(spr_ld or 0, 4)  # the waste is in the stores
+    spr_ld = ratio(_op(ctx, "sectors", "ld"), _op(ctx, "requests", "ld"))
+    spr_st = ratio(_op(ctx, "sectors", "st"), _op(ctx, "requests", "st"))
+    use_ld = ctx.m("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio")
+    use_st = ctx.m("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio")
+    stores = (use_st is not None and use_ld is not None and use_st < use_ld) if use_st is not None else (
+        spr_st is not None and spr_st > 2 * max(spr_ld or 0, 4))  # the waste is in the stores
     # L2 fetches 64 B per miss; ~2 missed sectors per requested one = isolated 32-byte touches (scatter)
     miss = ctx.m("lts__t_sectors_srcunit_tex_aperture_device_op_read_lookup_miss.sum")
     req = ctx.m("lts__t_sectors_srcunit_tex_op_read.sum")
     req_hit = ctx.m("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
     overfetch = ratio(miss, (req - req_hit) if req is not None and req_hit is not None else None)
+    waste = waste_by_unit(ctx, excess)
+    gain, then_unit, then_pct = gain_at_limit(ctx, waste)
     ev = {"excess_sector_pct": 100 * excess, "measured_by": how, "l2_read_hit_pct": hit,
           "l2_miss_overfetch": overfetch, "sectors_per_store_request": spr_st,
           "memory_throughput_pct": ctx.mem_pct, "dram_throughput_pct": ctx.dram_pct,
-          "sectors_per_load_request": ratio(ctx.m("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"),
-                                             ctx.m("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"))}
-    gain = 100 * excess * ctx.mem_pct / 100
+          "sectors_per_load_request": spr_ld, "used_bytes_per_load_sector": use_ld,
+          "used_bytes_per_store_sector": use_st, "dram_waste_pct": 100 * waste["DRAM"] if "DRAM" in waste else None,
+          "limit_without_waste": then_unit, "limit_without_waste_pct": then_pct}
+    where = (f"; they cost nothing at {then_unit}, which limits it at {then_pct:.0f} % either way"
+             if gain < 3 and then_unit else "")
     if not stores and hit is not None and hit < 50 and (overfetch is None or overfetch >= 1.5):
         return make(ctx, "poor-locality", gain, ev,
                     "Make the access pattern local: sort or bucket the indices, gather through shared memory, "
                     "or reorder the data so that a warp reads contiguous 128-byte lines.",
-                    f"{100 * excess:.0f} % of global sectors are wasted and L2 hits only {hit:.0f} % of reads")
+                    f"{100 * excess:.0f} % of global sectors are wasted and L2 hits only {hit:.0f} % of reads{where}")
+    per_req = (f" ({spr_ld:.1f} sectors per load request, {spr_st or 0:.1f} per store"
+               + (f"; {use_ld:.0f} of 32 bytes used per load sector, {use_st or 0:.0f} per store sector)"
+                  if use_ld is not None else ")") if spr_ld is not None else "")
     return make(ctx, "uncoalesced-access", gain, ev,
                 "Coalesce: have consecutive threads touch consecutive addresses (transpose through shared "
                 "memory, change the layout to structure-of-arrays, or swap the index mapping).",
-                f"{100 * excess:.0f} % of the global sectors requested are beyond a coalesced pattern"
-                + (f" ({spr_ld:.1f} sectors per load request, {spr_st or 0:.1f} per store; 4 when coalesced)"
-                   if spr_ld is not None else ""))
+                f"{100 * excess:.0f} % of the global sectors requested are beyond what the threads use{per_req}{where}")
 
 
 @kernel_rule
@@ -106,11 +185,17 @@ def bank_conflicts(ctx: KernelContext) -> Finding | None:
 
 @kernel_rule
 def warp_divergence(ctx: KernelContext) -> Finding | None:
-    """smsp__thread_inst_executed_per_inst_executed.ratio: active threads per executed instruction (of 32)."""
+    """smsp__thread_inst_executed_per_inst_executed.ratio: active threads per executed instruction (of 32).
+    The idle lanes waste the SM's issue slots and pipes; they cost time only where the SM side limits the
+    kernel (gain_at_limit): a divergent kernel at its DRAM roof waits on DRAM either way."""
     r = ctx.m("smsp__thread_inst_executed_per_inst_executed.ratio")
     if r is None or r >= 24:
         return None
-    return make(ctx, "warp-divergence", 100 * (1 - r / 32) * max(ctx.compute_pct, 30) / 100,
+    waste = 1 - r / 32
+    lanes = 100 * waste * max(ctx.compute_pct, 30) / 100
+    if ctx.busiest_pct >= AT_ROOF_PCT:
+        lanes = min(lanes, gain_at_limit(ctx, {u: waste for u in ctx.units.compute})[0])
+    return make(ctx, "warp-divergence", lanes,
                 {"threads_per_instruction": r, "sm_throughput_pct": ctx.compute_pct,
                  "branch_instruction_pct": ctx.m("derived__smsp__inst_executed_op_branch_pct")},
                 "Make the branch uniform per warp: sort or bin the work so that a warp's 32 threads take the "

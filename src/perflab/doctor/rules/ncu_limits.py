@@ -93,14 +93,20 @@ def at_roof(ctx: KernelContext, others: list[Finding], ev: dict) -> list[Finding
     fid, unit, pct = ("compute-bound", comp, cpct) if compute else ("memory-bound", mem, mpct)
     if not compute and dram >= AT_ROOF_PCT:
         unit, pct = "DRAM", dram
-    f = make(ctx, fid, 0.0, {"limiting_unit": unit, "limiting_unit_pct": pct, **ev},
+    t = ctx.traffic
+    moved = (t.dram_read_bytes or 0.0) + (t.dram_write_bytes or 0.0)
+    needed = ({"dram_bytes": moved, "compulsory_bytes_est": t.compulsory_bytes, "compulsory_basis": t.compulsory_basis}
+              if unit == "DRAM" and t.compulsory_bytes and moved else {})
+    bytes_text = (f", moving {moved / t.compulsory_bytes:.2f}x the bytes it must" if needed else "")
+    f = make(ctx, fid, 0.0, {"limiting_unit": unit, "limiting_unit_pct": pct, **needed, **ev},
              "At its roof: only less work (fewer bytes or FLOPs, lower precision, fusion) makes it faster.",
-             f"at the {unit} roof ({pct:.0f} % of peak)")
+             f"at the {unit} roof ({pct:.0f} % of peak){bytes_text}")
     f.severity = "info"
     out = [f]
     if not [o for o in others if o.severity != "info"]:
         out.append(Finding(id="healthy", severity="info", gain_pct=0.0,
                            evidence={"limiting_unit": unit, "limiting_unit_pct": round(pct, 1), "kernel": ctx.k.name,
+                                     "kernel_time_share_pct": round(100 * ctx.share, 1),
                                      **{k: round(v, 3) if isinstance(v, float) else v for k, v in ev.items()
                                         if v is not None}},
                            fix="Nothing to fix in this kernel.",

@@ -98,13 +98,13 @@ def l2_miss(ctx: KernelContext) -> Finding | None:
                  "l2_read_hit_pct": hit, "dram_read_bytes": rd, "dram_write_bytes": wr,
                  "written_bytes": t.written_bytes, "l2_read_request_bytes": t.l2_read_request_bytes,
                  "dram_throughput_pct": ctx.dram_pct, "l2_bytes": t.l2_bytes,
-                 "compulsory_estimate": "bytes written + as many bytes read (the report counts no distinct addresses)"},
+                 "compulsory_estimate": t.compulsory_basis},
                 "Shorten reuse distance: process the data that is re-read together (tile / block the loop, "
                 "raster the grid so neighbouring blocks share inputs), or pin the hot part in L2 with an "
                 "access-policy window. (If the kernel reads several distinct inputs per output, the extra "
                 "bytes are compulsory, not re-reads.)",
                 f"DRAM moves {mb(total)}, {total / t.compulsory_bytes:.1f}x the ~{mb(t.compulsory_bytes)} "
-                f"it must (as many bytes read as written), and L2 hits only {hit:.0f} % of reads: data is "
+                f"it must (as many bytes read as written: one input; more inputs raise it), and L2 hits only {hit:.0f} % of reads: data is "
                 f"re-read from DRAM")
 
 

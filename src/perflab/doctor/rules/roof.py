@@ -24,6 +24,8 @@ from perflab.doctor.registry import significant as _finding
 from perflab.trace.model import KERNEL
 
 ATTAINABLE = 0.8        # a well-written kernel reaches about this share of its roof
+REACH_SHARE = 0.05      # an op under this share of its path's compute-bound time sets no reachable roof
+DATASHEET_FLOOR = 0.5   # a datasheet compute peak is taken as reachable to at least this share (reachable())
 FAR_BELOW_PCT = 50.0    # an op under this share of its roof is far from its speed of light
 TINY_SOL_US = 1.0       # a call whose work takes less than this at the roof costs a kernel's fixed time, not work
 
@@ -206,29 +208,72 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
 
 
 def ncu_command(ctx: Context, g) -> str | None:
-    """The `perflab ncu` call that profiles this op's longest kernel in a steady step (analysis/ncu_plan.py: ncu's
-    filter on the function name, the launches before it counted from the program's start); None for a copy."""
-    from perflab.analysis.ncu_plan import launch_plan, steady_launch
-
+    """The `perflab ncu` call that profiles this op's longest kernel in a steady step; None for a copy."""
     trace = ctx.trace
     rows = np.asarray([r for r in g.rows if trace.kind[r] == KERNEL and trace.name_of(r) == g.kernel], dtype=np.int64)
     if not rows.size:
         return None   # memcpy / memset rows: Nsight Compute profiles kernels only
-    return launch_plan(trace, steady_launch(trace, rows)).perflab_command(None)
+    return kernel_ncu_command(ctx, rows)
+
+
+def kernel_ncu_command(ctx: Context, rows: np.ndarray) -> str:
+    """The `perflab ncu` call that profiles one of these launches (one kernel's) in a steady step
+    (analysis/ncu_plan.py: ncu's filter on the function name, the launches before it counted from the program's
+    start)."""
+    from perflab.analysis.ncu_plan import launch_plan, steady_launch
+
+    return launch_plan(ctx.trace, steady_launch(ctx.trace, rows)).perflab_command(None)
+
+
+def reachable(ctx: Context) -> dict[str, float]:
+    """Per compute roof that is a datasheet figure (no `perflab bench` measurement of it on this GPU): the share
+    of that peak taken as reachable. A datasheet peak alone is no reachable roof (bf16 GEMMs at 45 % of MI300X's
+    1,307 TFLOP/s were `below-roof`, high): the share is what the trace's own compute-bound ops on that path
+    reach at best (ops holding at least REACH_SHARE of the path's time), at least DATASHEET_FLOOR (a kernel under
+    half of a dense datasheet peak is far below what vendor libraries reach: perflab bench measured 68-77 % of
+    the H100 SXM's bf16, fp8 and tf32 peaks, catalog/68-below-roof/artifacts/ceilings.json), at most ATTAINABLE."""
+    sources = ctx.ceilings.sources
+    by_path: dict[str, list[dict]] = {}
+    for r in ctx.sol["ops"]:
+        path = r.get("roof_path")
+        if r.get("bound") == "compute" and r.get("pct_of_roof") and not sources.get(path, "").startswith("measured"):
+            by_path.setdefault(path, []).append(r)
+    out = {}
+    for path, rows in by_path.items():
+        total = sum(r["time_us"] for r in rows)
+        best = max((r["pct_of_roof"] for r in rows if r["time_us"] >= REACH_SHARE * total), default=None)
+        if best is not None:
+            out[path] = min(ATTAINABLE, max(DATASHEET_FLOOR, best / 100))
+    return out
+
+
+def step_gap_us(ctx: Context) -> float:
+    """GPU time per step above the reachable roofs (each op against ATTAINABLE of its roof, or for a datasheet
+    compute roof the share of it that reachable() finds)."""
+    reach = reachable(ctx)
+    gap = 0.0
+    for r in ctx.sol["ops"]:
+        if r.get("sol_us") is None:
+            continue
+        frac = reach.get(r.get("roof_path"), ATTAINABLE) if r.get("bound") == "compute" else ATTAINABLE
+        gap += max(0.0, r["time_us"] - r["sol_us"] / frac)
+    return gap
 
 
 def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
     groups = ctx.op_work.groups
     sols = _sol_by_group(ctx)
     sms = ctx.ceilings.sms or _sms(ctx)
+    reach = reachable(ctx)
     small, far = [], []
     for i, g in enumerate(groups):
         s = sols.get(i)
         if i in used or s is None or s.get("sol_us") is None or s.get("pct_of_roof") is None:
             continue
-        if s["pct_of_roof"] >= FAR_BELOW_PCT or not (g.flops or g.bytes):
-            continue  # at the roof, or nothing to judge (a memset of unrecorded size)
-        gap = s["time_us"] - s["sol_us"] / ATTAINABLE
+        frac = reach.get(s.get("roof_path"), ATTAINABLE) if s["bound"] == "compute" else ATTAINABLE
+        if s["pct_of_roof"] >= FAR_BELOW_PCT * frac / ATTAINABLE or not (g.flops or g.bytes):
+            continue  # at the (reachable) roof, or nothing to judge (a memset of unrecorded size)
+        gap = s["time_us"] - s["sol_us"] / frac
         if gap <= 0:
             continue
         narrow = bool(sms) and 0 < g.grid < sms
@@ -260,12 +305,25 @@ def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
                    "(then `perflab doctor` on the report)." if cmd else
                    "The op is a device copy, not a kernel, so Nsight Compute cannot profile it: check whether the "
                    "copy is needed at all.")
+        basis = _roof_basis(ctx, s, reach)
+        if basis:
+            summary += f" Roof: {basis}."
         out += _finding(fid, ctx.share(gap * ctx.n_steps), summary,
                         {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms,
-                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source},
+                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source, "roof_basis": basis},
                         fix, [ctx.event(groups[i].first_kernel_row) for _, i, _ in items[:5]])
         used.update(i for _, i, _ in items)
     return out
+
+
+def _roof_basis(ctx: Context, s: dict, reach: dict[str, float]) -> str | None:
+    """How the gap of a compute-bound op was measured when its roof is a datasheet figure."""
+    path = s.get("roof_path")
+    if s.get("bound") != "compute" or path not in reach:
+        return None
+    return (f"no measured {path} ceiling on this GPU (perflab bench measures it), so the gap is against "
+            f"{100 * reach[path]:.0f}% of the datasheet peak ({ctx.ceilings.compute.get(path, 0) / 1e12:,.0f} TFLOP/s), "
+            f"what this trace's own {path} ops reach at best and at least half of it")
 
 
 def _rate(s: dict) -> str:
@@ -289,3 +347,25 @@ def speed_of_light(ctx: Context) -> list[Finding]:
     for part in (dequant, chains, no_tensor_cores, below_roof):
         out += part(ctx, used)
     return out
+
+
+def after_system_causes(findings: list[Finding], idle_pct: float) -> list[Finding]:
+    """`below-roof` never ranks above a larger system cause. While the GPU waits `idle_pct` of the step (on the
+    host, syncs, copies), faster kernels lengthen the wait before they shorten the step: where that wait, or a
+    system finding's own gain, is at least the below-roof gain, the below-roof finding follows the system ones
+    (its severity and gain unchanged, its evidence saying why it moved). Order otherwise as ranked."""
+    system = [f for f in findings if f.level == "system" and f.severity != "info"]
+    if not system:
+        return findings
+    larger = max(idle_pct, max(f.gain_pct for f in system))
+    moved = [f for f in findings if f.id == "below-roof" and f.gain_pct <= larger
+             and any(findings.index(s) > findings.index(f) for s in system)]
+    if not moved:
+        return findings
+    rest = [f for f in findings if all(f is not m for m in moved)]
+    last = max(i for i, f in enumerate(rest) if any(f is s for s in system))
+    for f in moved:
+        f.evidence["ranked_after_system_causes"] = (
+            f"the GPU waits {idle_pct:.0f}% of the step and the system findings above hold up to {larger:.0f}%: "
+            "faster kernels shorten the step only once the GPU no longer waits")
+    return rest[:last + 1] + moved + rest[last + 1:]

@@ -345,13 +345,19 @@ def gpu_idle(ctx: Context) -> list[Finding]:
 
 def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """The single 'nothing to fix' finding: no rule found anything above low, and the busy time runs near its
-    roof. Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
+    roof. Where the work model prices under half of the GPU time, a `below-roof` note that says so takes its
+    place (rules/unjudged.py). Where the op work model prices the GPU time (shapes recorded, a known GPU) a step whose GPU time is
     far above its speed of light is not healthy even when every gap is small on its own; where it cannot, the
     finding says so and how to record a trace that can."""
-    from perflab.doctor.rules.roof import ATTAINABLE, ready, unjudged_why
+    from perflab.doctor.rules.roof import ready, step_gap_us, unjudged_why
 
     if any(f.severity in ("high", "medium") for f in findings):
         return []
+    from perflab.doctor.rules.unjudged import unjudged
+
+    note = unjudged(ctx)
+    if note is not None:
+        return [note]   # not judged is not healthy: most of the GPU time has no price
     by_type = ctx.kernels["by_type"]
     top_type = max(by_type, key=lambda t: by_type[t]["total_us"]) if by_type else "none"
     evidence = {"gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "dominant_kernel_type": top_type,
@@ -361,7 +367,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     summary = f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: no system-level bottleneck."
     if ready(ctx):
         st = ctx.sol["step"]
-        gap = max(0.0, st["modelled_gpu_us"] - st["sol_us"] / ATTAINABLE)
+        gap = step_gap_us(ctx)   # against the reachable roofs, not a datasheet peak alone
         evidence.update({"sol_ms_per_step": round(st["sol_us"] / 1e3, 4),
                          "modelled_gpu_ms_per_step": round(st["modelled_gpu_us"] / 1e3, 4),
                          "pct_of_roof": round(st["pct_of_roof"] or 0.0, 1), "modelled_gpu_pct": round(st["coverage_pct"], 1),
