@@ -79,10 +79,26 @@ def test_marker_mode_ignores_modules_and_ticks():
 
 def test_done_session_stops_counting_and_calls_on_done():
     done = []
+    d, log = detector(marker="step", done_after=2, on_done=lambda: done.append(True))
+    for _ in range(5):
+        d.marker_entered()
+    assert d.boundaries == 2 and done == [True]
+
+
+def test_a_finished_module_trace_is_superseded_by_graph_replays():
+    """A serving loop: module calls warm up and capture the graph, then only replays run. The module-call
+    recording (finished inside the set-up) is discarded; the replays are the steps."""
+    done = []
     d, log = detector(done_after=2, on_done=lambda: done.append(True))
     for _ in range(5):
         d.module_called()
+    assert d.done and done == []  # hooks stay: a replay may still come
+    d.called("graph")
+    assert kinds(log)[-3:] == ["discard", "new", "begin"] and d.mode == "graph"
+    d.module_called()  # a module call between replays is not a step any more
+    d.called("graph")
     assert d.boundaries == 2 and done == [True]
+    assert d.describe() == "top-level CUDA graph replay calls"
 
 
 def test_only_the_first_thread_counts():
@@ -268,7 +284,7 @@ def test_a_slice_that_imported_is_not_steady():
 
 def test_graph_replays_and_modules_are_top_level_calls():
     d, log = detector()
-    d.called("graph")
-    d.called("graph")
     d.called("module")
-    assert d.describe() == "top-level CUDA graph replay and nn.Module calls"
+    d.called("compiled")
+    d.called("compiled")
+    assert d.describe() == "top-level torch.compile'd function and nn.Module calls"

@@ -77,10 +77,14 @@ class StepDetector:
             self._boundary()
 
     def called(self, kind: str = "module") -> None:
-        """A top-level call (step_hooks.CallKind)."""
+        """A top-level call (step_hooks.CallKind). The first top-level CUDA graph replay supersedes the module
+        calls seen before it, as calls supersede time slices: those calls warmed up and captured the graph (a
+        serving loop replays graphs and calls no module), so their recording, finished or not, is discarded."""
+        if kind == "graph" and self.mode in ("time", "module") and not self.finished:
+            self._switch("graph")
         if self.mode == "time":
             self._switch("module")
-        if self.mode == "module":
+        if self.mode == "module" or (self.mode == "graph" and kind == "graph"):
             self.calls[kind] = self.calls.get(kind, 0) + 1
             self._boundary()
 
@@ -102,7 +106,7 @@ class StepDetector:
         """What the steps were, for the user; None when no step began."""
         if self.boundaries == 0:
             return None
-        if self.mode == "module":
+        if self.mode in ("module", "graph"):
             kinds = [CALL_NAMES.get(k, k) for k in sorted(self.calls, key=self.calls.get, reverse=True)]
             return f"top-level {' and '.join(kinds) or 'nn.Module'} calls"
         return {"marker": f"entries of the range {self.marker!r}", "time": "time slices (no top-level call seen)"}[
@@ -116,6 +120,7 @@ class StepDetector:
     def _switch(self, mode: str) -> None:
         session, self.session, self.boundaries, self.owner, self.mode = self.session, None, 0, None, mode
         self.open, self.steady, self.restarts, self.compile_in_window = False, 0, 0, False
+        self.calls = {}
         if session is not None:
             self._guarded(session.discard)
 
@@ -136,8 +141,9 @@ class StepDetector:
             self._guarded(self._advance)
         finally:
             self._busy = False
-        # A finished time-mode trace can still be superseded by calls: keep the hooks then.
-        if (self.finished or self.done) and self.mode != "time" and self.on_done is not None:
+        # A finished time-mode trace can still be superseded by calls, and a module-call one by graph replays:
+        # keep the hooks then.
+        if self.on_done is not None and self.mode != "time" and (self.finished or (self.done and self.mode != "module")):
             self.on_done()
 
     def _advance(self) -> None:
