@@ -149,6 +149,42 @@ def test_summary_is_small_and_versioned(tmp_path):
 
     f = sorted(REAL.iterdir())[0] if REAL.is_dir() else sorted(RECORDED[-1].iterdir())[0]
     s = rank_summary(str(f))["summary"]
-    assert s["schema"] == "perflab.rank-summary/1" and s["file"]["status"] == "read"
+    assert s["schema"] == "perflab.rank-summary/2" and s["file"]["status"] == "read"
     assert len(json.dumps(s)) < f.stat().st_size  # smaller than the gzipped trace itself
     assert store.read_cached(store.summary_key(store.content_key(str(f)), None), "summary") == s
+
+
+PIPELINE = Path(__file__).parent / "data" / "multigpu" / "h200x4-pipeline-bubble"
+
+
+@pytest.mark.parametrize("rank", [0, 1, 3])
+def test_pipeline_stages_are_read_across_ranks_in_the_merge(tmp_path, rank):
+    from tests.test_pipeline_bubble import _job
+
+    merged, single = _both(_job(tmp_path, stages=4, micro_batches=2), rank=rank)
+    assert "pipeline-bubble" in {f["id"] for f in merged["findings"]}
+    assert_same(merged, single)
+
+
+@pytest.mark.parametrize("kind", ["slow", "solution"])
+def test_the_recorded_pipeline_job(kind):
+    if not (PIPELINE / f"{kind}.ranks").is_dir():
+        pytest.skip("the 4x H200 pipeline recording is not available")
+    merged, single = _both(PIPELINE / f"{kind}.ranks", rank=0)
+    assert_same(merged, single)
+
+
+def test_comm_below_roof_judges_the_last_arriving_rank_in_the_merge(tmp_path):
+    from tests.test_comm_roof import BIG, _folder, _rank
+
+    slow = _folder(tmp_path / "slow", [_rank(r, comm=[(BIG, 2000.0)]) for r in (0, 1)])
+    merged, single = _both(slow)
+    assert "comm-below-roof" in {f["id"] for f in merged["findings"]}
+    assert_same(merged, single)
+    # rank 0 waits for rank 1: only the matched transfer across ranks tells the wait from a slow link
+    late = _folder(tmp_path / "late", [_rank(0, comm=[(BIG, 300.0)], wait_us=3000.0), _rank(1, comm=[(BIG, 300.0)])])
+    merged, single = _both(late, rank=0)
+    assert "comm-below-roof" not in {f["id"] for f in merged["findings"]}
+    assert_same(merged, single)
+    hidden = _folder(tmp_path / "hidden", [_rank(r, comm=[(BIG, 1500.0)], overlap=True) for r in (0, 1)])
+    assert_same(*_both(hidden))

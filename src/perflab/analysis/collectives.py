@@ -194,6 +194,12 @@ def _bandwidths(colls: list[dict], time_key: str, prefix: str = "") -> None:
 
 
 # -- across ranks ------------------------------------------------------------------------------------------
+def matched_by_order(c: dict) -> bool:
+    """Whether the k-th such call of its process group in its step is the same call on every rank (a P2P
+    transfer joins two ranks, not the group's k-th collective)."""
+    return c["kind"] != "send_recv"
+
+
 def _match_key(c: dict, counters: dict) -> tuple:
     group = (c["pg"] or "default", c["step"])
     k = counters[group]
@@ -209,7 +215,7 @@ def match_across_ranks(traces: list[Trace]) -> list[dict]:
     for t in traces:
         counters: dict = defaultdict(int)
         for c in collectives(t):
-            if c["kind"] != "send_recv":  # a P2P transfer joins two ranks, not the group's k-th collective
+            if matched_by_order(c):
                 groups[_match_key(c, counters)][t.rank] = c
     matched = []
     for key, per_rank in groups.items():

@@ -40,6 +40,19 @@ class Context:
     def step_ms(self) -> float:
         return self.summary["step_time_ms"]
 
+    def rank_windows(self, trace: Trace) -> Windows:
+        """The analysis windows of one of `ranks`: this rank's, or another's for the same step."""
+        if trace is self.trace:
+            return self.windows
+        return analysis_windows(trace, self.windows.steps[0] if self.windows.kind == "step" else None)
+
+    @cached_property
+    def compute_spans(self) -> tuple:
+        """(starts, ends) of the compute kernels in the windows (analysis.collectives.compute_spans)."""
+        from perflab.analysis.collectives import compute_spans
+
+        return compute_spans(self.trace, self.windows)
+
     def share(self, us: float) -> float:
         """Percent of the analysed step time."""
         return 100.0 * us / self.window_us if self.window_us > 0 else 0.0

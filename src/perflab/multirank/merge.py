@@ -4,7 +4,7 @@ Which files are the job's ranks (kineto_folder.choose_job, on the summaries), th
 group inside a step matched across ranks (analysis/collectives.py: the last rank to arrive has the shortest
 kernel, that duration is the transfer, every other rank's extra time is waiting), each rank's waits and how
 much of them no compute hid (from the uncovered stretches of its collectives), the per-rank table, the
-straggler, then the job's rules (doctor/rules/multigpu.py) on the report's rank and its own findings, in the
+straggler, then the job's rules (summary.JOB_RULE_MODULES) on the report's rank and its own findings, in the
 order and with the numbers the single-process doctor gives (tests/test_multirank_merge.py holds them equal).
 Memory: the summaries, which grow with the collectives, never with the events.
 """
@@ -22,7 +22,7 @@ from perflab.doctor import _pick_rank, plain, verdict
 from perflab.doctor.finding import EventRef, Finding, Report
 from perflab.doctor.finding import rank as rank_findings
 from perflab.multirank.ranks import RankView, SummaryContext
-from perflab.multirank.summary import JOB_RULES_MODULE
+from perflab.multirank.summary import JOB_RULE_MODULES
 from perflab.trace.kineto_folder import FileEntry, choose_job
 
 
@@ -46,8 +46,13 @@ def merge_job(folder: str, summaries: list[dict], report_of: Callable[[RankView]
     source["ranks"] = [r.rank for r in ranks]
     notes = ([f"rank {r.rank}: {n}" if len(ranks) > 1 else n for r in ranks if (n := r.summary.get("data_note"))]
              + chosen.summary.get("capture_notes", []))
+    notes += [own["compile_work"]["summary"]] if own["compile_work"]["summary"] else []
     if notes:
         source["notes"] = notes
+    if own.get("unfit"):  # the rank's window is not steady state (or holds no kernels): no rule judges it
+        unfit = own["unfit"]
+        return Report(source={**source, "folder": job.accounting()}, verdict=unfit["verdict"], findings=[],
+                      analyses=unfit["analyses"])
     if chosen.summary.get("cpu_only"):
         report = own["cpu_report"]
         report = Report(source={**source, "folder": job.accounting()}, verdict=report["verdict"],
@@ -73,7 +78,7 @@ def _findings(chosen: RankView, ranks: list[RankView], multi: dict) -> list[Find
     chosen.cache["multirank"] = multi
     found = [(f["rule"], _finding(f)) for f in chosen.summary["findings"]]
     for index, rule in enumerate(rules_for("kineto")):
-        if rule.__module__ == JOB_RULES_MODULE:
+        if rule.__module__ in JOB_RULE_MODULES:
             found += [(index, f) for f in rule(ctx)]
     found.sort(key=lambda x: x[0])
     from perflab.doctor.rules.roof import after_system_causes
@@ -131,8 +136,9 @@ def _match_ids(ranks: list[RankView]) -> list[np.ndarray]:
     out = []
     for r in ranks:
         cols, strings = r.columns, r.columns["strings"]
-        ids = [keys.setdefault(((strings[pg] if pg is not None else None) or "default", step, seq), len(keys))
-               for pg, step, seq in zip(cols["pg"], cols["step"], cols["seq"])]
+        ids = [keys.setdefault(((strings[pg] if pg is not None else None) or "default", step, seq)
+                               if seq is not None else (r.rank, i), len(keys))  # (rank, i): matched to no other
+               for i, (pg, step, seq) in enumerate(zip(cols["pg"], cols["step"], cols["seq"]))]
         out.append(np.array(ids, dtype=np.int64))
     return out
 

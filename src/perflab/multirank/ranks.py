@@ -20,6 +20,11 @@ from perflab.errors import PerflabError
 from perflab.multirank.summary import NUMBER_FIELDS, TEXT_FIELDS
 
 
+# analyses a job rule computes from what the summaries hold (doctor/rules/interconnect.py: the report rank's
+# collectives, their transfer times across ranks and the compute that covers them)
+COMPUTED_FROM_SUMMARY = frozenset({"comm_roof"})
+
+
 class NotInSummary(PerflabError):
     """A job rule read something of a rank that its summary does not carry."""
 
@@ -65,8 +70,13 @@ class RankView:
     def cached(self, key: str, compute=None):
         if key in self.cache:
             return self.cache[key]
-        if key.startswith("multirank:") and "multirank" in self.cache:
+        name = key.split(":")[0]
+        if name == "multirank" and "multirank" in self.cache:
             return self.cache["multirank"]
+        if name in self.summary.get("extensions", {}):
+            return self.summary["extensions"][name]
+        if name in COMPUTED_FROM_SUMMARY and compute is not None:
+            return self.cache.setdefault(key, compute())
         raise NotInSummary(f"the multi-rank merge has no '{key.split(':')[0]}' for rank {self.rank}: a job rule "
                            "that needs it must have it added to the rank summary (perflab/multirank/summary.py)")
 
@@ -109,6 +119,27 @@ class SummaryContext(Context):
     @cached_property
     def summary(self) -> dict:
         return {"step_time_ms": self.trace.summary["steps"]["step_time_ms"]}
+
+    def rank_windows(self, trace) -> Windows:
+        return windows_of(trace.summary)  # every summary of the job was made for the same step
+
+    @cached_property
+    def compute_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """The compute inside the rank's collectives in the windows (the complement of their uncovered
+        stretches): all the summary knows of it, and all a job rule may ask, how much compute covers a part of
+        a collective in the windows."""
+        cols = self.trace.columns
+        starts, ends = [], []
+        for i in np.flatnonzero(np.asarray(cols["in_window"], dtype=bool)).tolist():
+            lo, hi = cols["ts"][i], cols["ts"][i] + cols["dur_us"][i]
+            gaps = np.asarray(cols["uncovered"][i], dtype=np.float64).reshape(-1, 2)
+            starts.append(np.concatenate([[lo], gaps[:, 1]]))
+            ends.append(np.concatenate([gaps[:, 0], [hi]]))
+        if not starts:
+            return np.zeros(0), np.zeros(0)
+        s, e = np.concatenate(starts), np.concatenate(ends)
+        keep = e > s
+        return s[keep], e[keep]
 
     def event(self, row: int) -> EventRef:
         c = self.trace._by_row(row)

@@ -1,15 +1,18 @@
 """The per-rank pass: one rank's trace reduced to a small, versioned summary (and the rank's own report).
 
-A summary (`perflab.rank-summary/1`, a JSON object) holds what the merge needs and nothing that grows with
+A summary (`perflab.rank-summary/2`, a JSON object) holds what the merge needs and nothing that grows with
 the trace's events: what became of the file, the rank's identity (distributedInfo, first and last time),
-its windows and step times, the GPU busy/idle split and idle causes, its communication overlap, every
+its windows and step times, the GPU busy/idle split and idle causes (and busy share), its communication overlap, every
 collective (process group, step, sequence number in its group and step, kind, bytes, start, duration) in
 columns, and for the collectives inside the windows the stretches of their kernels that no compute kernel
 covers (so the merge can price a wait it learns only from the other ranks), HTA's temporal breakdown both
 ways HTA may cut steps, and the rank's own findings with their evidence, each with the index of its rule so
-the merge keeps the doctor's order. The multi-GPU rules (doctor/rules/multigpu.py) are not run here: they
-need every rank and run in the merge (multirank/merge.py). Readers of a newer schema ignore fields they do
-not know; `extensions` is where a rule that needs more per-rank numbers adds them.
+the merge keeps the doctor's order. The rules that read every rank (JOB_RULE_MODULES: the multi-GPU rules,
+comm-below-roof's transfer times across ranks, pipeline-bubble's stages) are not run here: they run in the
+merge (multirank/merge.py). Readers of a newer schema ignore fields they do not know; `extensions` is where
+a rule that needs more per-rank numbers adds them, under the name of the analysis it caches on the trace
+(`pipeline_stage`: this rank's pipeline stage, doctor/rules/pipeline.py). Version 2 added `gpu_busy_pct`,
+`extensions.pipeline_stage`, and the report's compile work and unfit report.
 
 The rank's own report (the single-rank doctor's source and analyses) is needed only for the rank the job's
 report is about: it is made when asked for (with_report, which reads that one trace again unless cached) and
@@ -25,9 +28,11 @@ from perflab.analysis.intervals import merge as merge_intervals
 from perflab.trace.kineto_folder import FileEntry, read_rank_file
 from perflab.trace.model import Trace
 
-SCHEMA = "perflab.rank-summary/1"
-REPORT_SCHEMA = "perflab.rank-report/1"
-JOB_RULES_MODULE = "perflab.doctor.rules.multigpu"  # rules that read every rank: run by the merge
+SCHEMA = "perflab.rank-summary/2"
+REPORT_SCHEMA = "perflab.rank-report/2"
+# rules that read every rank: run by the merge
+JOB_RULE_MODULES = frozenset({"perflab.doctor.rules.multigpu", "perflab.doctor.rules.interconnect",
+                              "perflab.doctor.rules.pipeline"})
 # the fields of analysis.collectives.collectives kept per collective (strings go through a table)
 NUMBER_FIELDS = ("row", "stream", "ts", "dur_us", "group_size", "bytes", "step", "algbw_gbps", "busbw_gbps")
 TEXT_FIELDS = ("name", "kind", "pg", "dtype", "args_from")
@@ -50,15 +55,15 @@ def summarize_file(path: Path, *, step: int | None = None, name: str | None = No
 
 
 def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool = False) -> tuple[dict, dict | None]:
+    from perflab.analysis.compile_work import compile_work
     from perflab.analysis.hta_breakdown import idle_time_breakdown, step_symbols, temporal_breakdown
     from perflab.analysis.links import gpu_rows
     from perflab.analysis.records import trace_notes
-    from perflab.analysis.windows import trace_origin
-    from perflab.doctor import plain, rank_analyses, report_source
+    from perflab.analysis.windows import step_times, trace_origin
+    from perflab.doctor import plain, rank_analyses, report_source, steady_state
     from perflab.doctor.context import Context
+    from perflab.doctor.rules.pipeline import stage_of
     from perflab.trace.plausible import note
-
-    from perflab.analysis.windows import step_times
 
     ctx = Context.build(trace, step=step, ranks=[trace])
     st = step_times(trace)
@@ -79,9 +84,13 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
         "steps": {"times_us": st.tolist(), "step_ms": float(np.median(st)) / 1e3 if st.size else ctx.window_us / 1e3,
                   "n_steps": ctx.n_steps, "window_us": ctx.window_us, "step_time_ms": ctx.step_ms},
         "overlap": ctx.overlap,
-        "extensions": {},
+        "extensions": {"pipeline_stage": stage_of(trace, ctx.windows)},
     }
-    report: dict = {"schema": REPORT_SCHEMA, "source": report_source(ctx, [trace])}
+    work = compile_work(trace, ctx.windows)
+    report: dict = {"schema": REPORT_SCHEMA, "source": report_source(ctx, [trace], work), "compile_work": work}
+    unfit = steady_state.unfit(trace, work, report["source"], {"summary": ctx.summary}) if with_report else None
+    if unfit is not None:  # no rule judges this rank: its report is that, whatever the other ranks hold
+        report["unfit"] = unfit.to_dict()
     if gpu_rows(trace).size == 0:  # a CPU-only rank: its report is the CPU report, no GPU numbers
         from perflab.doctor import diagnose_trace
 
@@ -91,7 +100,7 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
     summary.update(_gpu_numbers(ctx))
     if not with_report:  # only the report's rank needs it: the merge asks for it by itself
         return plain(summary), None
-    analyses = rank_analyses(ctx, [trace], filter_steps=True)
+    analyses = {**rank_analyses(ctx, [trace], filter_steps=True), "compile_work": work}
     report["analyses"] = analyses
     report["hta_idle"] = {"filtered": analyses["hta"].pop("idle_time_breakdown"),
                           "unfiltered": idle_time_breakdown([trace], rank=trace.rank, filter_steps=False)}
@@ -111,7 +120,7 @@ def _gpu_numbers(ctx) -> dict:
     inside = windows.contains(np.array([c["ts"] for c in colls])) if colls else np.zeros(0, bool)
     comp = merge_intervals(*compute_spans(trace, windows))
     gaps = [_uncovered(c["ts"], c["ts"] + c["dur_us"], comp) if ok else None for c, ok in zip(colls, inside)]
-    own = [(index, f) for index, rule in enumerate(rules_for("kineto")) if rule.__module__ != JOB_RULES_MODULE
+    own = [(index, f) for index, rule in enumerate(rules_for("kineto")) if rule.__module__ not in JOB_RULE_MODULES
            for f in rule(ctx)]
     # `healthy` stands only when no finding reaches medium: the merge drops it where a job finding does
     candidate = healthy(ctx, [f for _, f in own])
@@ -139,14 +148,21 @@ def _uncovered(lo: float, hi: float, comp: tuple[np.ndarray, np.ndarray]) -> lis
 
 def encode_collectives(colls: list[dict], inside: np.ndarray, gaps: list) -> dict:
     """Columns of the collectives (None: null), strings as indices into `strings`."""
+    from perflab.analysis.collectives import matched_by_order
+
     strings: dict[str, int] = {}
     out: dict = {f: [c.get(f) for c in colls] for f in NUMBER_FIELDS}
     for f in TEXT_FIELDS:
         out[f] = [None if c.get(f) is None else strings.setdefault(str(c[f]), len(strings)) for c in colls]
     out["strings"] = list(strings)
     counters: dict = {}
-    out["seq"] = []  # k-th collective of its process group in its step: the same k on every rank is the same one
+    # k-th collective of its process group in its step: the same k on every rank is the same one (None: a call
+    # not matched that way, collectives.matched_by_order)
+    out["seq"] = []
     for c in colls:
+        if not matched_by_order(c):
+            out["seq"].append(None)
+            continue
         group = (c.get("pg") or "default", c.get("step"))
         out["seq"].append(counters.get(group, 0))
         counters[group] = out["seq"][-1] + 1

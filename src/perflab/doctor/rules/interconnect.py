@@ -19,7 +19,7 @@ def comm_judgement(ctx: Context) -> dict:
     """analysis.comm_roof.judge over this rank's collectives in the analysed windows (once per context)."""
     from perflab.analysis import comm_roof as R
     from perflab.analysis.ceilings import datasheet
-    from perflab.analysis.collectives import compute_spans, collectives
+    from perflab.analysis.collectives import collectives
     from perflab.analysis.saved_ceilings import saved_sweeps
 
     def compute() -> dict:
@@ -31,7 +31,7 @@ def comm_judgement(ctx: Context) -> dict:
         roof = R.comm_roof(meta.get("device_name"), int(meta.get("world_size") or 1),
                            saved_sweeps(meta.get("path")), datasheet(meta.get("device_name")))
         R.transfer_times(colls)
-        R.exposed_fractions(colls, compute_spans(ctx.trace, ctx.windows))
+        R.exposed_fractions(colls, ctx.compute_spans)
         return {**R.judge(colls, roof), "source": roof.source, "count": len(colls)}
     return ctx.trace.cached(f"comm_roof:{ctx.windows.key}:{len(ctx.ranks)}", compute)
 

@@ -13,20 +13,17 @@ from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 
 
-def _stages(ctx: Context) -> list[dict]:
+def stage_of(trace, windows) -> dict | None:
+    """analysis.pipeline.rank_pipeline of `trace` in `windows` (its analysis windows), kept with the trace: a
+    rank summary (multirank/summary.py) carries it, as the merge runs this rule over every rank."""
     from perflab.analysis.pipeline import rank_pipeline
-    from perflab.analysis.windows import analysis_windows
 
-    step = ctx.windows.steps[0] if ctx.windows.kind == "step" else None
+    return trace.cached(f"pipeline_stage:{windows.key}", lambda: rank_pipeline(trace, windows))
 
-    def compute() -> list[dict]:
-        out = []
-        for t in ctx.ranks:
-            p = rank_pipeline(t, ctx.windows if t is ctx.trace else analysis_windows(t, step))
-            if p is not None:
-                out.append(p)
-        return out
-    return ctx.trace.cached("pipeline:" + ",".join(str(id(t)) for t in ctx.ranks) + f":{ctx.windows.key}", compute)
+
+def _stages(ctx: Context) -> list[dict]:
+    stages = (stage_of(t, ctx.rank_windows(t)) for t in ctx.ranks)
+    return [s for s in stages if s is not None]
 
 
 @rule
