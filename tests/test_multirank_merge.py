@@ -188,3 +188,19 @@ def test_comm_below_roof_judges_the_last_arriving_rank_in_the_merge(tmp_path):
     assert_same(merged, single)
     hidden = _folder(tmp_path / "hidden", [_rank(r, comm=[(BIG, 1500.0)], overlap=True) for r in (0, 1)])
     assert_same(*_both(hidden))
+
+
+def test_a_window_of_compilation_on_every_rank(tmp_path):
+    import gzip
+
+    src = Path(__file__).parent / "data" / "stacks" / "profile_as_function_mode_default.trace.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for r in (0, 1):
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": r, "world_size": 2, "backend": "nccl"}
+        (folder / f"rank{r}.trace.json").write_text(json.dumps(doc))
+    merged, single = _both(folder)
+    assert merged["verdict"].startswith("The analysed window is compilation") and merged["findings"] == []
+    assert merged["source"]["ranks"] == [0, 1]
+    assert_same(merged, single)
