@@ -129,3 +129,53 @@ def test_a_catalog_workload_names_its_inputs_and_its_solution_keeps_up_with_fres
     assert guard.input_keys(ref, ref.setup("cpu", 1)) == ["x", "residual"]
     t = guard.time_guarded(ref, ref.setup("cpu", 1), fix, fix.setup("cpu", 1), "cpu", 2, p, seed=3)
     assert t.mismatch == ""
+
+
+class Pooled:
+    """A step that advances its state (the next batch of a pool, like host-compute's), slower than its fix:
+    each side repeats its step a different number of times per timed sample."""
+
+    @staticmethod
+    def setup(device, seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"pool": [torch.randn(64, generator=g) for _ in range(5)], "w": torch.randn(64, generator=g), "i": 0}
+
+    @staticmethod
+    def step(state):
+        import time
+
+        time.sleep(2e-4)
+        x = state["pool"][state["i"] % len(state["pool"])]
+        state["i"] += 1
+        return x * state["w"] + 1.0
+
+
+class PooledFast:
+    setup = Pooled.setup
+
+    @staticmethod
+    def step(state):
+        x = state["pool"][state["i"] % len(state["pool"])]
+        state["i"] += 1
+        return torch.addcmul(torch.ones_like(x), x, state["w"])
+
+
+class PooledCaches:
+    setup = Pooled.setup
+
+    @staticmethod
+    def step(state):
+        state["i"] += 1
+        if "cached" not in state:
+            state["cached"] = state["pool"][0] * state["w"] + 1.0
+        return state["cached"]
+
+
+def test_a_step_that_advances_its_state_is_compared_at_the_same_step_of_both():
+    t = guard.time_guarded(Pooled, Pooled.setup("cpu", 1), PooledFast, PooledFast.setup("cpu", 1), "cpu", 3, PUZZLE,
+                           seed=7)
+    assert t.mismatch == "" and len(t.fast) == 3
+    assert sorted(t.fast)[1] < sorted(t.slow)[1]    # the two sides did repeat their steps differently often
+    caught = guard.time_guarded(Pooled, Pooled.setup("cpu", 1), PooledCaches, PooledCaches.setup("cpu", 1), "cpu", 3,
+                                PUZZLE, seed=7)
+    assert caught.mismatch.startswith("timed repetition")

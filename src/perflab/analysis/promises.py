@@ -1,7 +1,7 @@
 """What a finding that disappeared had promised, against what the step time shows now (`perflab diff`).
 
 A before-run finding's gain was a promise: fix this and the step gets 1 / (1 - gain) faster (or what bound it
-stated: perflab.doctor.estimate). When the after run no longer has it, the measured step speed-up (median step
+stated: perflab.analysis.estimate). When the after run no longer has it, the measured step speed-up (median step
 before / after) says how much of the promise the fix kept. Several findings gone at once share the speed-up:
 their joint promise is their gains together (never more than the whole step).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from perflab.doctor.estimate import MAX_GAIN_PCT, speedup_bounds, speedup_of_gain
+from perflab.analysis.estimate import MAX_GAIN_PCT, speedup_bounds, speedup_of_gain
 
 
 @dataclass

@@ -4,7 +4,7 @@ that decide them, and what the input cannot tell.
     from perflab.doctor.serving import diagnose_serving
     diagnose_serving("serving.json").to_dict()     # or vLLM's / SGLang's benchmark result file
 
-The stream comes from trace/serving_files.py (the puzzles' engine log, vLLM's `vllm bench serve` result, SGLang's
+The stream comes from analysis/serving_files.py (the puzzles' engine log, vLLM's `vllm bench serve` result, SGLang's
 `bench_serving` JSONL); the numbers from analysis/serving_stalls.py.
 
 - prefill-stall: decode gaps (inter-token latencies) spike, ITL p99 >= STALL_RATIO x p50, the stalled gaps
@@ -164,7 +164,7 @@ def _reported(s: dict[str, Any], reported: dict[str, Any]) -> str:
 
 
 def diagnose_serving(path: str | Path, variant: str | None = None) -> Report:
-    from perflab.trace.serving_files import load_stream
+    from perflab.analysis.serving_files import load_stream
 
     loaded = load_stream(Path(path), variant=variant)
     return report(loaded.stream, loaded.source, loaded.analytic)

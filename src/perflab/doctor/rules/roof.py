@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.doctor.context import Context
-from perflab.doctor.estimate import speedup_of_gain
+from perflab.analysis.estimate import speedup_of_gain
 from perflab.doctor.finding import Finding
 from perflab.doctor.fix_bounds import fused_one_pass
 from perflab.doctor.registry import rule

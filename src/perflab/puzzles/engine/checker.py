@@ -147,19 +147,22 @@ def check_correctness(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device
     return Correctness(True, seed)
 
 
+def calibrated(step: Callable[[Any], Any], state: Any, device: str) -> stats.Sample:
+    """A sampler of `step` warmed up (compile work done) that repeats it enough to last about SAMPLE_TARGET_MS."""
+    probe = runner.sampler(step, state, device)
+    with watching(runner._torch()) as watch:  # a torch.compile'd fix: no compile work in the timed steps
+        for _ in range(TIMING_WARMUP):
+            probe()
+        warm_until_steady(probe, watch)
+    step_ms = statistics.median(probe() for _ in range(3))
+    return runner.sampler(step, state, device, stats.inner_repeats(step_ms, SAMPLE_TARGET_MS))
+
+
 def time_pair(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str,
               reps: int) -> tuple[list[float], list[float]]:
     """Interleaved timings in ms per step; each side repeats its step enough to last about SAMPLE_TARGET_MS."""
-    def calibrated(module: Any, state: Any) -> stats.Sample:
-        probe = runner.sampler(module.step, state, device)
-        with watching(runner._torch()) as watch:  # a torch.compile'd fix: no compile work in the timed steps
-            for _ in range(TIMING_WARMUP):
-                probe()
-            warm_until_steady(probe, watch)
-        step_ms = statistics.median(probe() for _ in range(3))
-        return runner.sampler(module.step, state, device, stats.inner_repeats(step_ms, SAMPLE_TARGET_MS))
-
-    return stats.time_interleaved(calibrated(ref, ref_state), calibrated(fix, fix_state), reps, warmup=1)
+    return stats.time_interleaved(calibrated(ref.step, ref_state, device), calibrated(fix.step, fix_state, device),
+                                  reps, warmup=1)
 
 
 def planted_standing(findings: list, planted: str) -> list:

@@ -3,9 +3,11 @@
 - Fresh inputs on every timed repetition: before each sample the tensors a workload names as its inputs
   (`INPUTS = ("x", ...)` in workload.py) are refilled in place, with the same new values in the reference's
   and the fix's state (a fix that caches its result across steps returns a stale one).
-- Outputs compared on every repetition, not only the first: the last step of each sample is held against the
-  reference's on the same inputs (a fix that skips work, or writes its result on a stream the timer does not
-  wait for, returns a wrong one).
+- Outputs compared on every repetition, not only the first: after each pair of samples the side that ran fewer
+  steps (each side repeats its step as often as its own speed needs) runs untimed steps until both have run
+  as many, then their last outputs are compared: the same step of the same state, since a workload's step may
+  advance its state (the next batch of a pool, a random generator, a cache) (a fix that skips work, or writes
+  its result on a stream the timer does not wait for, returns a wrong one).
 - The speed of light: a fix measured faster than its work allows (the bytes it must move and the FLOPs it must
   do against the GPU's peak ceilings) is refused as a measurement error, with the numbers. The work is the
   workload's `work(state) -> {"flops", "bytes", "path"}` where it defines one, else the bytes it cannot avoid:
@@ -51,43 +53,49 @@ def refresh(state: dict, keys: list[str], seed: int) -> None:
                 t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen, device=t.device, dtype=t.dtype))
 
 
-def _recording(module: Any, holder: list) -> Any:
-    def step(state: Any) -> Any:
-        holder[0] = module.step(state)
-        return holder[0]
-    return step
+class _Counted:
+    """A module's step that counts its calls and keeps its last output."""
+
+    def __init__(self, module: Any, state: Any):
+        self.module, self.state, self.steps, self.out = module, state, 0, None
+
+    def step(self, state: Any) -> Any:
+        self.out = self.module.step(state)
+        self.steps += 1
+        return self.out
+
+
+def in_step(a: _Counted, b: _Counted, device: str) -> None:
+    """Untimed steps on the side behind until both sides have run the same number of steps."""
+    for side, other in ((a, b), (b, a)):
+        while side.steps < other.steps:
+            side.step(side.state)
+    runner.synchronize(device)
 
 
 def time_guarded(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str, reps: int, puzzle: Any,
                  seed: int) -> Timed:
     """Interleaved timings (ms per step), fresh inputs before every sample, outputs compared after every one."""
-    keys = [k for k in input_keys(ref, ref_state) if k in input_keys(ref, fix_state) or k in (fix_state or {})]
-    out_ref: list = [None]
-    out_fix: list = [None]
-
-    def calibrated(module: Any, state: Any, holder: list) -> stats.Sample:
-        step = _recording(module, holder)
-        probe = runner.sampler(step, state, device)
-        for _ in range(checker.TIMING_WARMUP):
-            probe()
-        step_ms = sorted(probe() for _ in range(3))[1]
-        return runner.sampler(step, state, device, stats.inner_repeats(step_ms, checker.SAMPLE_TARGET_MS))
-
-    ref_sample = calibrated(ref, ref_state, out_ref)
-    fix_sample = calibrated(fix, fix_state, out_fix)
+    keys = [k for k in input_keys(ref, ref_state) if isinstance(fix_state, dict) and k in fix_state]
+    a, b = _Counted(ref, ref_state), _Counted(fix, fix_state)
+    ref_sample = checker.calibrated(a.step, ref_state, device)
+    fix_sample = checker.calibrated(b.step, fix_state, device)
     timed = Timed([], [])
     for rep in range(reps + 1):          # the first pair warms up and is not kept
-        if keys:
-            refresh(ref_state, keys, seed + rep)
-            refresh(fix_state, keys, seed + rep)
-        a, b = float(ref_sample()), float(fix_sample())
         if not timed.mismatch:
-            problem = checker.compare(checker.snapshot(out_ref[0]), checker.snapshot(out_fix[0]), puzzle)
+            in_step(a, b, device)        # fresh inputs land on the same step of both
+            if keys:
+                refresh(ref_state, keys, seed + rep)
+                refresh(fix_state, keys, seed + rep)
+        slow, fast = float(ref_sample()), float(fix_sample())
+        if not timed.mismatch:
+            in_step(a, b, device)
+            problem = checker.compare(checker.snapshot(a.out), checker.snapshot(b.out), puzzle)
             if problem:
                 timed.mismatch = f"timed repetition {rep + 1}: {problem}"
         if rep:
-            timed.slow.append(a)
-            timed.fast.append(b)
+            timed.slow.append(slow)
+            timed.fast.append(fast)
     return timed
 
 
