@@ -50,7 +50,26 @@ def ours(path: Path, annotation: str) -> dict:
     cp = critical_path(t, float(t.ts[r]), float(t.ts[r] + t.dur[r]))
     kernels = sorted({t.names[t.name[x]] for x in cp.gpu_rows if t.kind[x] == 4})
     return {"kernels": kernels, "gpu_us": float(sum(v for k, v in cp.by_lane.items() if k.startswith("stream"))),
-            "seconds": time.perf_counter() - t0, "path": cp.to_dict()}
+            "seconds": time.perf_counter() - t0, "path": cp.to_dict(), "syncs": _syncs(t, r)}
+
+
+def _syncs(t, window: int) -> dict:
+    """Whether the host ever waited for the GPU in the window: its synchronizing calls (their longest), and how
+    long before the last one started the GPU work launched in the window had ended (slack: the GPU was done)."""
+    import numpy as np
+
+    from perflab.analysis.critical_path import _selected
+    from perflab.analysis.syncs import is_sync_call
+    from perflab.trace.model import GPU_WORK_KINDS
+
+    rows = _selected(t, float(t.ts[window]), float(t.ts[window] + t.dur[window]))
+    sync = rows[t.name_table_mask(is_sync_call)[rows]]
+    gpu = rows[np.isin(t.kind[rows], list(GPU_WORK_KINDS))]
+    if not sync.size or not gpu.size:
+        return {}
+    last = sync[np.argmax(t.ts[sync])]
+    return {"count": int(sync.size), "longest_us": float(t.dur[sync].max()), "gpu_ops": int(gpu.size),
+            "gpu_done_before_last_sync_us": float(t.ts[last] - (t.ts[gpu] + t.dur[gpu]).max())}
 
 
 def hta(path: Path, annotation: str, hta_path: str | None) -> dict:
@@ -79,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         mine, theirs = ours(path, annotation), hta(path, annotation, args.hta_path)
         print(f"== {case} ({annotation})")
         print(f"  perflab: {len(mine['kernels'])} kernels on the path, GPU {mine['gpu_us']:.0f} us, sets the step: "
-              f"{mine['path']['sets_the_step']}, {mine['seconds']:.2f} s")
+              f"{mine['path']['sets_the_step']}, {mine['seconds']:.2f} s; host syncs {mine['syncs']}")
         if not theirs.get("ok"):
             print(f"  HTA: no result ({theirs.get('error', 'analysis failed')})")
             continue

@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from perflab.analysis.links import launch_of
 from perflab.analysis.syncs import is_sync_call
-from perflab.trace.model import GPU_WORK_KINDS, RUNTIME, Trace
+from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
 EPS_US = 0.5    # timestamps of linked events from different clocks differ by this much
+_KINDS = {KERNEL: "kernel", MEMCPY: "copy", MEMSET: "memset"}
 
 
 @dataclass
@@ -32,6 +34,8 @@ class CriticalPath:
     by_lane: dict[str, float] = field(default_factory=dict)   # time on the path per stream / host thread
     waiting_us: float = 0.0               # gaps on the path where nothing recorded runs
     gpu_rows: set[int] = field(default_factory=set)
+    by_kind: dict[str, float] = field(default_factory=dict)   # time on the path: kernel, copy, memset, host
+    on_path: dict[int, tuple[float, float]] = field(default_factory=dict)   # row -> the stretch the path spends in it
 
     def saving_us(self, rows: np.ndarray | list[int], trace: Trace) -> float:
         """What removing these GPU ops could save on the step: their time on the critical path."""
@@ -46,6 +50,9 @@ class CriticalPath:
         return {"span_us": round(float(self.span_us), 3), "events": len(self.rows), "sets_the_step": self.setter(),
                 "by_lane_us": {k: round(float(v), 3) for k, v in sorted(self.by_lane.items(), key=lambda x: -x[1])},
                 "waiting_us": round(float(self.waiting_us), 3),
+                "by_category_pct": {k: round(100 * float(v) / total, 1) for k, v in
+                                    sorted({**self.by_kind, "waiting": self.waiting_us}.items(), key=lambda x: -x[1])}
+                if total else {},
                 "gpu_on_path_pct": round(100 * float(sum(v for k, v in self.by_lane.items() if k.startswith("stream")))
                                          / total, 1) if total else 0.0}
 
@@ -54,18 +61,50 @@ def _lane(trace: Trace, r: int) -> str:
     return f"stream {int(trace.stream[r])}" if trace.kind[r] in GPU_WORK_KINDS else f"thread {int(trace.tid[r])}"
 
 
+def _selected(trace: Trace, t0: float | None, t1: float | None) -> np.ndarray:
+    """The runtime calls that start within [t0, t1] and the GPU ops they launched, wherever those end (the GPU
+    lags the host: a window's kernels often end after it); a GPU op with no recorded launch by its own start."""
+    gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
+    rt_mask = trace.kind == RUNTIME
+    lo = -np.inf if t0 is None else t0
+    hi = np.inf if t1 is None else t1
+    inside = (trace.ts >= lo) & (trace.ts <= hi)
+    launch = launch_of(trace)
+    launched = np.zeros(len(trace), dtype=bool)
+    linked = gpu_mask & (launch >= 0)
+    launched[linked] = inside[launch[linked]]
+    return np.flatnonzero((rt_mask & inside) | launched | (gpu_mask & (launch < 0) & inside))
+
+
 def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None) -> CriticalPath:
-    """The critical path of the work that lies within [t0, t1] (default: the whole trace)."""
+    """The critical path of the work issued within [t0, t1] (default: the whole trace): the runtime calls that
+    start in it and the GPU work they launched."""
+    return _walk(trace, _selected(trace, t0, t1))
+
+
+def step_critical_path(trace: Trace, windows) -> CriticalPath:
+    """The critical paths of each analysis window (analysis.windows.Windows), summed: lanes, waits and spans add
+    up, rows and their on-path intervals are the union."""
+    total = CriticalPath([], 0.0)
+    for a, b in zip(windows.start.tolist(), windows.end.tolist()):
+        cp = critical_path(trace, a, b)
+        total.rows += cp.rows
+        total.span_us += cp.span_us
+        total.waiting_us += cp.waiting_us
+        total.gpu_rows |= cp.gpu_rows
+        total.on_path.update(cp.on_path)
+        for k, v in cp.by_lane.items():
+            total.by_lane[k] = total.by_lane.get(k, 0.0) + v
+        for k, v in cp.by_kind.items():
+            total.by_kind[k] = total.by_kind.get(k, 0.0) + v
+    return total
+
+
+def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
     dur = np.nan_to_num(trace.dur, nan=0.0)
     end = trace.ts + dur
     gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
     rt_mask = trace.kind == RUNTIME
-    keep = gpu_mask | rt_mask
-    if t0 is not None:
-        keep &= trace.ts >= t0
-    if t1 is not None:
-        keep &= end <= t1
-    rows = np.flatnonzero(keep)
     if rows.size == 0:
         return CriticalPath([], 0.0)
     gpu = rows[gpu_mask[rows]]
@@ -120,13 +159,20 @@ def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None
         seen.add(cur)
     path.reverse()
     lanes: dict[str, float] = {}
+    kinds: dict[str, float] = {}
+    on_path: dict[int, tuple[float, float]] = {}
     waiting = 0.0
     covered_to = trace.ts[path[0]]
     for r in path:
         start = max(trace.ts[r], covered_to)
         if trace.ts[r] > covered_to:
             waiting += trace.ts[r] - covered_to
-        lanes[_lane(trace, r)] = lanes.get(_lane(trace, r), 0.0) + max(0.0, end[r] - start)
+        took = max(0.0, end[r] - start)
+        lanes[_lane(trace, r)] = lanes.get(_lane(trace, r), 0.0) + took
+        kinds[_KINDS.get(int(trace.kind[r]), "host")] = kinds.get(_KINDS.get(int(trace.kind[r]), "host"), 0.0) + took
+        if took > 0:
+            on_path[r] = (float(start), float(end[r]))
         covered_to = max(covered_to, end[r])
     return CriticalPath(rows=path, span_us=float(end[path[-1]] - trace.ts[path[0]]), by_lane=lanes,
-                        waiting_us=float(waiting), gpu_rows={r for r in path if gpu_mask[r]})
+                        waiting_us=float(waiting), gpu_rows={r for r in path if gpu_mask[r]}, by_kind=kinds,
+                        on_path=on_path)

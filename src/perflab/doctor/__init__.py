@@ -103,7 +103,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                                         analyses={"summary": ctx.summary, "compile_work": work}))
     findings = ranked_findings(ctx)
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
-    analyses = {**rank_analyses(ctx, traces), "compile_work": work}
+    analyses = {**rank_analyses(ctx, traces), "compile_work": work, "critical_path": critical_path_summary(ctx)}
     from perflab.doctor.rules.multigpu import multirank
 
     multi = multirank(ctx)
@@ -111,7 +111,23 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
         from perflab.analysis.collectives import top_collectives
 
         analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
-    return Report(source=source, verdict=verdict(findings), findings=findings, analyses=plain(analyses))
+    text = verdict(findings)
+    if ctx.streams_overlap:
+        text += " " + analyses["critical_path"]["note"]
+    return Report(source=source, verdict=text, findings=findings, analyses=plain(analyses))
+
+
+def critical_path_summary(ctx) -> dict:
+    """The step's critical path (analysis/critical_path.py) for the report: the chain that sets the step, its time
+    per lane and per category; where several streams run at once, a sentence that names it."""
+    cp = ctx.critical_path
+    out = {**cp.to_dict(), "streams_overlap": bool(ctx.streams_overlap)}
+    if ctx.streams_overlap and cp.by_lane:
+        lane = cp.setter()
+        on_lane = 100.0 * cp.by_lane[lane] / (sum(cp.by_lane.values()) + cp.waiting_us)
+        out["note"] = (f"Several streams run at once: the chain on {lane} sets the step time ({on_lane:.0f}% of the "
+                       "critical path); kernel gains count only their time on that path.")
+    return out
 
 
 def ranked_findings(ctx) -> list:

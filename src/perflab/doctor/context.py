@@ -98,6 +98,26 @@ class Context:
         return dequant_pairs(self.trace, self.windows)
 
     @cached_property
+    def window_gpu(self):
+        from perflab.analysis.kernels import window_gpu_rows
+
+        return window_gpu_rows(self.trace, self.windows)
+
+    @cached_property
+    def streams_overlap(self) -> bool:
+        """GPU work on several streams runs at the same time: kernel gains are taken on the critical path."""
+        from perflab.doctor.on_path import concurrent
+
+        return concurrent(self.trace, self.window_gpu)
+
+    @cached_property
+    def critical_path(self):
+        """The step's critical path (analysis/critical_path.py), summed over the windows."""
+        from perflab.analysis.critical_path import step_critical_path
+
+        return step_critical_path(self.trace, self.windows)
+
+    @cached_property
     def summary(self) -> dict:
         return evidence_summary(self.trace, self.windows)
 

@@ -15,6 +15,7 @@ import numpy as np
 from perflab.analysis.kernels import window_gpu_rows
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
+from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.trace.model import KERNEL
@@ -52,7 +53,8 @@ def block_size_occupancy(ctx: Context) -> list[Finding]:
     sel, occ, lane = rows[limited], occupancy[limited], lanes[limited]
     dur = t.dur[sel]
     fill = occ * lane  # the share of the SM's thread slots the shape can fill
-    gain = ctx.share(float((dur * (1.0 - 1.0 / SPEEDUP_CAP)).sum()))
+    saved, on_path = critical_saving(ctx, sel, float((dur * (1.0 - 1.0 / SPEEDUP_CAP)).sum()))
+    gain = ctx.share(saved)
     per_name = np.bincount(t.name[sel], weights=dur)
     top = int(np.argmax(per_name))
     on_top = t.name[sel] == top
@@ -68,7 +70,7 @@ def block_size_occupancy(ctx: Context) -> list[Finding]:
          "max_warps_per_sm": max_warps, "theoretical_occupancy_pct": 100.0 * float(occ[on_top][0]),
          "active_lanes_pct": 100.0 * float(lane[on_top][0]), "thread_slots_filled_pct": 100.0 * float(fill[on_top][0]),
          "kernel_time_pct": 100.0 * float(dur.sum()) / kernel_us, "step_time_pct": ctx.share(float(dur.sum())),
-         "assumed_speedup_cap": SPEEDUP_CAP, "kernels": [t.names[i] for i in np.argsort(-per_name)[:5] if per_name[i] > 0]},
+         "assumed_speedup_cap": SPEEDUP_CAP, "kernels": [t.names[i] for i in np.argsort(-per_name)[:5] if per_name[i] > 0], **on_path},
         f"Launch blocks of at least {max_warps // max_blocks * warp} threads (a multiple of {warp}) so the block limit "
         "no longer caps the resident warps: give each thread block more threads (and each thread less work if "
         "needed); then check with Nsight Compute (ncu --section Occupancy) that achieved occupancy rose.",

@@ -19,6 +19,7 @@ from perflab.doctor.context import Context
 from perflab.analysis.estimate import speedup_of_gain
 from perflab.doctor.finding import Finding
 from perflab.doctor.fix_bounds import fused_one_pass
+from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.trace.model import KERNEL
@@ -83,6 +84,10 @@ def _sol_by_group(ctx: Context) -> dict[int, dict]:
     return {i: by_key.get((g.name, g.dims, g.dtypes, g.path)) for i, g in enumerate(ctx.op_work.groups)}
 
 
+def _kernel_rows(ctx: Context, idx) -> list[int]:
+    return [r for i in idx for r in ctx.op_work.groups[i].rows]
+
+
 def dequant(ctx: Context, used: set[int]) -> list[Finding]:
     groups = ctx.op_work.groups
     casts = [i for i, g in enumerate(groups) if g.cast_from_narrow]
@@ -105,7 +110,7 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
         moved += g.calls * g.weight_numel * g.weight_itemsize
         weights += g.calls * g.weight_numel
     moved += sum(groups[i].bytes for i in casts + scales)
-    gap = today - fused / ATTAINABLE
+    gap, on_path = critical_saving(ctx, _kernel_rows(ctx, ops), max(today - fused / ATTAINABLE, 0.0))
     used.update(ops)
     narrow_width = min(widths.values())
     step_ms = ctx.step_ms
@@ -120,7 +125,7 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
          "bytes_per_weight_element_today": round(moved / weights, 2), "bytes_per_weight_element_fused": narrow_width,
          "time_ms_per_step": today / ctx.n_steps / 1e3, "fused_sol_ms_per_step": fused / ctx.n_steps / 1e3,
          "dequant_time_pct": ctx.share(sum(groups[i].time_us for i in casts + scales)),
-         "ops": [_op_line(ctx, groups[i]) for i in (casts + scales + mms)[:6]], "ceilings": ctx.ceilings.source},
+         "ops": [_op_line(ctx, groups[i]) for i in (casts + scales + mms)[:6]], "ceilings": ctx.ceilings.source, **on_path},
         "Never materialize the wide weights: a matmul that loads the narrow weights and dequantizes in registers "
         "(torchao's int8/int4/fp8 weight-only configs with torch.compile, gemlite, Marlin/Machete, a Triton GEMV), "
         "or keep the weights in the compute dtype if memory allows.",
@@ -142,7 +147,7 @@ def chains(ctx: Context, used: set[int]) -> list[Finding]:
     # the point: one fused pass over the bytes; the conservative count (every re-read kept) is the floor
     one_pass = sum(_sol_us(ctx, c.flops, fused_one_pass(c, ctx.op_work.groups), c.path) for c in found)
     floor = {"speedup_at_least": round(speedup_of_gain(ctx.share(max(today - fused / ATTAINABLE, 0.0))), 2)}
-    gap = today - one_pass / ATTAINABLE
+    gap, on_path = critical_saving(ctx, [r for c in found for r in c.rows], max(today - one_pass / ATTAINABLE, 0.0))
     for c in found:
         used.update(c.calls + c.matmul_calls)
     n = ctx.n_steps
@@ -167,7 +172,7 @@ def chains(ctx: Context, used: set[int]) -> list[Finding]:
          "bytes_per_step_gb": moved / n / 1e9, "fused_bytes_per_step_gb": fused_bytes / n / 1e9,
          "time_ms_per_step": today / n / 1e3, "fused_sol_ms_per_step": fused / n / 1e3,
          "longest_chain": [groups[g].name for g in longest.calls][:12], "ceilings": ctx.ceilings.source,
-         "one_pass_sol_ms_per_step": one_pass / n / 1e3, **floor},
+         "one_pass_sol_ms_per_step": one_pass / n / 1e3, **floor, **on_path},
         fix, [ctx.event(r) for r in longest.rows[:6]],
     )
 
@@ -188,11 +193,12 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
         best, tc_best = "bf16", sum(_sol_us(ctx, groups[i].flops, groups[i].bytes / 2, "bf16") for i in simt)
     floor = ({"speedup_at_least": round(speedup_of_gain(ctx.share(max(today - tc / ATTAINABLE, 0.0))), 2)}
              if best != target else {})
+    gap, on_path = critical_saving(ctx, _kernel_rows(ctx, simt), max(today - tc_best / ATTAINABLE, 0.0))
     used.update(simt)
     flops = sum(groups[i].flops for i in simt)
     n = ctx.n_steps
     return _finding(
-        "no-tensor-cores", ctx.share(max(today - tc_best / ATTAINABLE, 0.0)),
+        "no-tensor-cores", ctx.share(gap),
         f"Matrix math runs on the FP32 SIMT path: {flops / n / 1e12:,.2f} TFLOP per step at "
         f"{flops / today * 1e-6:,.1f} TFLOP/s ({today / n / 1e3:.2f} ms); on the {target} tensor-core roof "
         f"({ctx.ceilings.compute[target] / 1e12:,.0f} TFLOP/s) its speed of light is {tc / n / 1e3:.3f} ms"
@@ -200,7 +206,7 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
         {"simt_gemm_time_pct": ctx.share(today), "tflops_achieved": flops / today * 1e-6,
          "tensor_roof_tflops": ctx.ceilings.compute[target] / 1e12, "tensor_path": target,
          "fix_path": best, "fix_sol_ms_per_step": tc_best / n / 1e3, **floor,
-         "ops": [_op_line(ctx, groups[i], sols.get(i)) for i in simt[:5]], "ceilings": ctx.ceilings.source},
+         "ops": [_op_line(ctx, groups[i], sols.get(i)) for i in simt[:5]], "ceilings": ctx.ceilings.source, **on_path},
         "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
         "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
         [ctx.event(groups[i].first_kernel_row) for i in simt[:5]],
@@ -306,11 +312,12 @@ def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
                    "The op is a device copy, not a kernel, so Nsight Compute cannot profile it: check whether the "
                    "copy is needed at all.")
         basis = _roof_basis(ctx, s, reach)
+        saved, on_path = critical_saving(ctx, _kernel_rows(ctx, [i for _, i, _ in items]), gap * ctx.n_steps)
         if basis:
             summary += f" Roof: {basis}."
-        out += _finding(fid, ctx.share(gap * ctx.n_steps), summary,
+        out += _finding(fid, ctx.share(saved), summary,
                         {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms,
-                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source, "roof_basis": basis},
+                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source, "roof_basis": basis, **on_path},
                         fix, [ctx.event(groups[i].first_kernel_row) for _, i, _ in items[:5]])
         used.update(i for _, i, _ in items)
     return out

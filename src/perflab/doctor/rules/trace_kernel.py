@@ -11,6 +11,7 @@ import numpy as np
 from perflab.analysis.kernels import is_simt_gemm, window_gpu_rows
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
+from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.roof import covers
@@ -33,7 +34,8 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
         return []
     simt_us = float(t.dur[simt].sum())
     gemm_us = sum(ctx.kernels["by_type"].get(k, {}).get("total_us", 0.0) for k in ("gemm", "conv"))
-    gain = TENSOR_CORE_SAVING * ctx.share(simt_us)
+    saved, on_path = critical_saving(ctx, simt, TENSOR_CORE_SAVING * simt_us)
+    gain = ctx.share(saved)
     per_name = np.bincount(t.name[simt], weights=t.dur[simt])
     names = [t.names[i] for i in np.argsort(-per_name) if per_name[i] > 0]
     top = simt[np.argsort(-t.dur[simt])[:5]]
@@ -42,7 +44,7 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
         f"Matrix math runs on the FP32 SIMT path ({names[0][:60]}...): {ctx.share(simt_us):.0f}% of step time "
         "in GEMMs that do not use tensor cores.",
         {"simt_gemm_time_pct": ctx.share(simt_us), "simt_share_of_gemm_pct": 100.0 * simt_us / gemm_us if gemm_us else 100.0,
-         "simt_kernels": names[:5], "count": int(simt.size)},
+         "simt_kernels": names[:5], "count": int(simt.size), **on_path},
         "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
         "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
         [ctx.event(r) for r in top.tolist()],
@@ -56,14 +58,15 @@ def unfused_elementwise(ctx: Context) -> list[Finding]:
     chains = ctx.chains
     if chains["chain_count"] == 0:
         return []
-    gain = ctx.share(chains["saving_us"])
+    saved, on_path = critical_saving(ctx, np.concatenate(chains["chains"]), chains["saving_us"])
+    gain = ctx.share(saved)
     longest = max(chains["chains"], key=lambda c: c.size)
     return _finding(
         "unfused-elementwise", gain,
         f"{chains['chain_count'] / ctx.n_steps:.0f} chains per step of {chains['mean_length']:.1f} elementwise "
         f"kernels on the same shape each re-read and re-write the tensor; fusing them saves ~{gain:.0f}% of step time.",
         {"chains_per_step": chains["chain_count"] / ctx.n_steps, "mean_chain_length": chains["mean_length"],
-         "chained_kernel_time_pct": ctx.share(chains["time_us"]), "kernels_in_chains": chains["kernels"]},
+         "chained_kernel_time_pct": ctx.share(chains["time_us"]), "kernels_in_chains": chains["kernels"], **on_path},
         "Fuse the elementwise chain: torch.compile, a fused op (e.g. F.gelu(x + b) via a fused kernel), or a "
         "custom Triton kernel; avoid materializing intermediates.",
         [ctx.event(r) for r in longest[:6].tolist()],
@@ -77,13 +80,14 @@ def dequant_overhead(ctx: Context) -> list[Finding]:
     deq = ctx.dequant
     if deq["pairs"] < 2:
         return []
-    gain = ctx.share(deq["time_us"])
+    saved, on_path = critical_saving(ctx, deq["rows"], deq["time_us"])
+    gain = ctx.share(saved)
     return _finding(
         "dequant-overhead", gain,
         f"{deq['pairs'] / ctx.n_steps:.0f} separate dequantize/convert kernels per step run right before a GEMM "
         f"({ctx.share(deq['time_us']):.0f}% of step time): the weights are widened in memory before every matmul.",
         {"dequant_kernels_per_step": deq["pairs"] / ctx.n_steps, "gemms_per_step": deq["gemms"] / ctx.n_steps,
-         "dequant_time_pct": ctx.share(deq["time_us"]), "dequant_kernels": deq["names"]},
+         "dequant_time_pct": ctx.share(deq["time_us"]), "dequant_kernels": deq["names"], **on_path},
         "Use a fused low-bit GEMM that dequantizes in registers (torchao int8/int4 weight-only kernels with "
         "torch.compile, gemlite, Marlin/Machete), or keep the weights in the compute dtype if memory allows.",
         [ctx.event(r) for r in deq["rows"][:5].tolist()],
