@@ -67,7 +67,10 @@ def merge_job(folder: str, summaries: list[dict], report_of: Callable[[RankView]
     if multi:
         analyses["multigpu"] = {**multi, "top_collectives": top_collectives(chosen)}  # type: ignore[arg-type]
     source["folder"] = job.accounting()
-    return Report(source=source, verdict=verdict(findings), findings=findings, analyses=plain(analyses))
+    text = verdict(findings)
+    if (analyses.get("critical_path") or {}).get("note"):  # several streams at once: which chain sets the step
+        text += " " + analyses["critical_path"]["note"]
+    return Report(source=source, verdict=text, findings=findings, analyses=plain(analyses))
 
 
 def _findings(chosen: RankView, ranks: list[RankView], multi: dict) -> list[Finding]:

@@ -100,7 +100,10 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
     summary.update(_gpu_numbers(ctx))
     if not with_report:  # only the report's rank needs it: the merge asks for it by itself
         return plain(summary), None
-    analyses = {**rank_analyses(ctx, [trace], filter_steps=True), "compile_work": work}
+    from perflab.doctor import critical_path_summary
+
+    analyses = {**rank_analyses(ctx, [trace], filter_steps=True), "compile_work": work,
+                "critical_path": critical_path_summary(ctx)}
     report["analyses"] = analyses
     report["hta_idle"] = {"filtered": analyses["hta"].pop("idle_time_breakdown"),
                           "unfiltered": idle_time_breakdown([trace], rank=trace.rank, filter_steps=False)}
