@@ -286,5 +286,6 @@ def test_sweep_plot_and_questions_from_a_recording(tmp_path):
 
 def test_sweep_questions_without_a_sweep_say_how_to_record_it(tmp_path):
     puzzle = catalog.get("batch-size-knee")
-    with pytest.raises(PerflabError, match="record_batch_sweep"):
+    # the error names what is missing and what a user can run (the repository's recording scripts are not theirs)
+    with pytest.raises(PerflabError, match=r"no batch-size sweep .*`perflab run batch-size-knee`"):
         questions.compute(puzzle.find_question("knee"), replay.Evidence(tmp_path, puzzle.id))

@@ -159,7 +159,12 @@ def test_host_time_inside_a_compiled_region_points_at_cuda_graphs():
 
 def test_the_host_op_share_is_of_the_host_idle_time_and_worded_by_size():
     # rank 0 of a sampled 128-rank job: many different host ops between its kernels, none holds most
-    top = diagnose(_peer("trace_filter__sampled_rank-0.json.gz")).findings[0]
-    assert top.id == "host-compute" and "the largest share of it is inside aten::_foreach_add_ (10%" in top.summary
+    findings = diagnose(_peer("trace_filter__sampled_rank-0.json.gz")).findings
+    # ~6% of step time is idle after the host had launched the work that ends it a median 2.6 ms before the GPU
+    # ran it (analysis/gaps.py, DEEP_QUEUE_US): the GPU was not waiting for the host then (it waited on
+    # another stream, rank or work the trace does not hold), so that idle leaves host-compute for gpu-idle, which now leads
+    assert findings[0].id == "gpu-idle" and findings[0].evidence["queued_ahead_idle_pct"] > 5
+    top = next(f for f in findings if f.id == "host-compute")
+    assert "the largest share of it is inside aten::_foreach_add_ (13%" in top.summary
     top = diagnose(_peer("amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz")).findings[0]
     assert "the host is mostly inside aten::add_ (84% of that idle time" in top.summary

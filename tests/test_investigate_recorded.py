@@ -98,7 +98,16 @@ def test_the_memory_program_is_recorded_because_it_neared_capacity(offline):
 def test_level_1_agrees_with_perflab_profile_run_by_hand(offline, name):
     mine, hand = offline[name]["levels"][0], by_hand(name, "level1")
     assert mine["finding"]["id"] == hand["findings"][0]["id"]
-    assert mine["finding"]["gain_pct"] == pytest.approx(hand["findings"][0]["gain_pct"], abs=5.0)
+    gain, hand_gain = mine["finding"]["gain_pct"], hand["findings"][0]["gain_pct"]
+    if name == "kernel":
+        # the by-hand doctor priced no-tensor-cores at the TF32 roof; it now prices the fix it recommends at the
+        # bf16 roof (doctor/fix_bounds.py, half the TF32 speed of light): the gain lies between that older price
+        # and the whole SIMT GEMM time, which both runs measured alike
+        share = hand["findings"][0]["evidence"]["simt_gemm_time_pct"]
+        assert mine["finding"]["evidence"]["simt_gemm_time_pct"] == pytest.approx(share, abs=5.0)
+        assert hand_gain - 5.0 <= gain <= share
+    else:
+        assert gain == pytest.approx(hand_gain, abs=5.0)
     # the host-bound step is host work that varies run to run (cuDNN builds a plan per shape); the others are GPU work
     tol = 0.35 if name == "host-bound" else 0.03
     assert mine["evidence"]["step_time_ms"] == pytest.approx(hand["analyses"]["summary"]["step_time_ms"], rel=tol)
@@ -146,16 +155,34 @@ def test_doctor_folder_prints_it_and_writes_the_page(tmp_path, capsys):
 WALK = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog" / "65-walk" / "artifacts"
 
 
-@pytest.mark.parametrize("variant, level, scope", [("slow", 1, "system"), ("stage1", 2, "kernel"),
-                                                   ("stage2", 1, "kernel"), ("solution", 2, "healthy")])
-def test_the_walk_headline_moves_and_stops_where_little_is_left(variant, level, scope):
-    """The walk puzzle's four H100 walks: the headline moves system -> kernel -> kernel; on the solution the best
-    any level offers is a ~3 % bank-conflict gain in cuBLAS's GEMM, which is not a place to 'act first'."""
+# stage1: level 1 and level 2 both name no-tensor-cores in the same SIMT GEMM; level 1 now prices the fix it
+# recommends at the bf16 roof (doctor/fix_bounds.py), 64 % of the step against ncu's 63 %, so it leads.
+# solution: the GELU -> addcmul chain left in solution.py moves 0.34 GB per step where one fused kernel moves
+# 0.20 GB; priced at that fused pass it is ~12 % of the 0.54 ms step (was 7.8 %, 'low'): a real place to act.
+@pytest.mark.parametrize("variant, level, scope, finding", [
+    ("slow", 1, "system", None), ("stage1", 1, "kernel", "no-tensor-cores"), ("stage2", 1, "kernel", None),
+    ("solution", 1, "kernel", "unfused-elementwise")])
+def test_the_walk_headline_moves_and_stops_where_little_is_left(variant, level, scope, finding):
+    """The walk puzzle's four H100 walks: the headline moves system -> kernel -> kernel -> kernel."""
     from perflab.doctor.investigation import build
 
-    h = build(WALK / f"{variant}.investigation").to_dict()["headline"]
+    d = build(WALK / f"{variant}.investigation").to_dict()
+    h = d["headline"]
     assert (h["level"], h["scope"]) == (level, scope), h
-    if scope == "healthy":
-        assert h["gain_pct"] < 5 and h["text"].startswith("Nothing big left") and "bank-conflict" in h["text"]
-    else:
-        assert h["gain_pct"] >= 10
+    assert h["gain_pct"] >= 10
+    if finding:
+        assert d["levels"][level - 1]["finding"]["id"] == finding
+    if variant == "stage1":   # the same kernel at both levels
+        assert h["function"] == d["levels"][1]["kernels"][0]["function"]
+
+
+def test_the_headline_says_little_is_left_where_the_best_gain_is_low():
+    """The walk solution's level 2 alone: the best it offers is a ~3 % bank-conflict gain in cuBLAS's GEMM, which
+    is not a place to 'act first'."""
+    from perflab.doctor.investigation import build, headline
+
+    levels = build(WALK / "solution.investigation").to_dict()["levels"]
+    levels[0] = {**levels[0], "finding": None}
+    h = headline(levels)
+    assert (h["level"], h["scope"]) == (2, "healthy"), h
+    assert h["gain_pct"] < 5 and h["text"].startswith("Nothing big left") and "bank-conflict" in h["text"]

@@ -260,7 +260,8 @@ def test_ncu_questions_fail_in_one_line_on_missing_evidence(ncu_puzzle, tmp_path
         questions_ncu.ncu_metric(ev, "nope__x.sum")
     with pytest.raises(PerflabError, match="no kernel matching 'gemm'"):
         questions_ncu.ncu_metric(ev, "gpu__time_duration.sum", kernel="gemm")
-    with pytest.raises(PerflabError, match=r"no recorded slow Nsight Compute report .*record_artifacts"):
+    # names the missing report and what a user can run (no repository script)
+    with pytest.raises(PerflabError, match=r"no recorded slow Nsight Compute report .*slow\.csv\.gz.*`perflab run ID`"):
         questions_ncu.ncu_top_id(replay.Evidence(tmp_path / "empty"))
 
 

@@ -386,7 +386,8 @@ def _analyze_sliced(trace: Trace, windows: Windows) -> GapAnalysis:
         keep = end > start
         if not keep.any():
             continue
-        sub = Windows(start[keep], end[keep], windows.kind, windows.steps)
+        opened = None if windows.opened is None else np.clip(windows.opened, a, b)[keep]
+        sub = Windows(start[keep], end[keep], windows.kind, windows.steps, opened=opened)
         i = max(int(np.searchsorted(ts, a, side="left")) - 1, 0)
         j = min(int(np.searchsorted(ts, b, side="right")) + 1, rows.size)
         parts.append(_analyze_gaps(trace, sub, rows[i:j]))

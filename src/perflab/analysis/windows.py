@@ -36,6 +36,9 @@ class Windows:
     kind: str                 # "steps" | "step" | "gpu-span" | "trace-span"
     steps: tuple[int, ...] = ()
     found_by: str = ""        # how the steps were found, in words
+    # where the host opened each window, when its start was moved later to the first GPU op (_head_on_gpu): what
+    # lies inside (launches, host ops) is judged from here; the window's time (idle, busy) counts from start
+    opened: np.ndarray | None = None
 
     @property
     def total(self) -> float:
@@ -55,16 +58,15 @@ class Windows:
         return (self.kind, self.steps, self.lo, self.hi, round(self.total, 3))
 
     def contains(self, t: np.ndarray) -> np.ndarray:
-        """Boolean per time: inside some window."""
-        t = np.asarray(t, dtype=np.float64)
-        i = np.searchsorted(self.start, t, side="right") - 1
-        ok = i >= 0
-        return ok & (t < self.end[np.maximum(i, 0)])
+        """Boolean per time: inside some window (from where the host opened it)."""
+        return self.index_of(t) >= 0
 
     def index_of(self, t: np.ndarray) -> np.ndarray:
-        """Window index per time, -1 outside every window."""
+        """Window index per time, -1 outside every window (from where the host opened it: no GPU op starts
+        between that and a moved start, and the host ops and launches there belong to the window)."""
         t = np.asarray(t, dtype=np.float64)
-        i = np.searchsorted(self.start, t, side="right") - 1
+        start = self.start if self.opened is None else self.opened
+        i = np.searchsorted(start, t, side="right") - 1
         inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
         return np.where(inside, i, -1)
 
@@ -146,15 +148,19 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         end = np.minimum(step_completion(trace), _recorded_end(trace))
         keep = end > steps.start
         start, end = merge(steps.start[keep], end[keep])
+        opened = start
         start, found_by = _head_on_gpu(trace, start, end, steps.found_by)
-        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), found_by)
+        return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), found_by,
+                       None if start is opened else opened)
     rows = gpu_rows(trace)
     if rows.size:  # from the first launch to the end of the last GPU op (or where the GPU records stop)
         links = launch_of(trace)[rows]
         first = min(float(trace.ts[rows].min()), float(trace.ts[links[links >= 0]].min(initial=np.inf)))
         last = min(float(trace.end[rows].max()), records_end(trace))
-        start, found_by = _head_on_gpu(trace, np.array([first]), np.array([max(last, first)]), _NO_STEPS + "GPU work")
-        return Windows(start, np.array([max(last, first)]), "gpu-span", (), found_by)
+        opened = np.array([first])
+        start, found_by = _head_on_gpu(trace, opened, np.array([max(last, first)]), _NO_STEPS + "GPU work")
+        return Windows(start, np.array([max(last, first)]), "gpu-span", (), found_by,
+                       None if start is opened else opened)
     return Windows(np.array([trace.ts.min()]), np.array([trace.end.max()]), "trace-span", (), _NO_STEPS + "trace")
 
 
@@ -164,19 +170,22 @@ DEEP_QUEUE_US = 1000.0   # analysis/gaps.py: an op starting this long after its 
 def _head_on_gpu(trace: Trace, start: np.ndarray, end: np.ndarray, found_by: str) -> tuple[np.ndarray, str]:
     """A window whose first GPU op started >= 1 ms after its launch returned begins at that op: before it the
     GPU ran work the trace does not hold (launched before profiling began) while the host ran ahead, so the
-    idle the trace shows there is no one's wait."""
+    idle the trace shows there is no one's wait. A window the GPU enters busy with an op the trace holds (started
+    before it) keeps its start: the trace shows what ran, and any idle after it is an ordinary gap (gaps.py)."""
     rows = gpu_rows(trace)
     if rows.size == 0 or start.size == 0:
         return start, found_by
-    ts = np.sort(trace.ts[rows])
     order = np.argsort(trace.ts[rows], kind="stable")
+    ts = trace.ts[rows[order]]
     links = launch_of(trace)[rows[order]]
+    busy_until = np.maximum.accumulate(trace.end[rows[order]])
     i = np.searchsorted(ts, start)
     ok = (i < ts.size)
+    before = np.where(i > 0, busy_until[np.maximum(i - 1, 0)], -np.inf)
     i = np.minimum(i, ts.size - 1)
     first, link = ts[i], links[i]
     lead = np.where(link >= 0, first - trace.end[np.maximum(link, 0)], 0.0)
-    move = ok & (first < end) & (first > start) & (lead >= DEEP_QUEUE_US)
+    move = ok & (first < end) & (first > start) & (lead >= DEEP_QUEUE_US) & (before <= start)
     if not move.any():
         return start, found_by
     cut = float((first - start)[move].sum())
