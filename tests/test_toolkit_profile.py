@@ -51,6 +51,12 @@ def test_example_profiled_by_module_calls(tmp_path):
     assert "4 steps recorded (top-level nn.Module calls)" in proc.stdout
     assert "doctor" in proc.stdout  # a verdict, or "doctor not available" while it is being written
     assert recorded_after(out / "trace.json.gz", 4, warmup=2)
+    # the command that ran travels in the trace: the doctor's `perflab ncu ... -- CMD` lines name it
+    from perflab.trace import kineto
+
+    command = [sys.executable, str(EXAMPLE), "--new-tokens", "10", "--layers", "1", "--dim", "64", "--vocab", "512"]
+    assert json.load(gzip.open(out / "trace.json.gz"))["perflab_program"] == command
+    assert kineto.load(out / "trace.json.gz").meta["program"] == command
 
 
 def test_marker_steps_and_the_scripts_exit_code(tmp_path):

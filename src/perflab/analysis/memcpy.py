@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 
+from perflab.analysis.copy_deps import copy_dependencies
 from perflab.analysis.intervals import length, overlap_length
 from perflab.analysis.kernels import first_match, window_gpu_rows
 from perflab.analysis.links import launch_of, launch_rows
@@ -43,6 +44,8 @@ def _copies(trace: Trace, windows: Windows) -> dict:
     kernels = kernels[trace.kind[kernels] == KERNEL]
     compute = (trace.ts[kernels], trace.end[kernels])
     is_async = _not_waited_for(trace, rows)
+    deps = copy_dependencies(trace, rows, kernels, dirs.tolist())
+    consumers = {"consumers_sought": deps["consumers_sought"], "consumers_found": deps["consumers_found"]}
 
     def exposed(sel: np.ndarray) -> float:
         return length(trace.ts[sel], trace.end[sel]) - overlap_length((trace.ts[sel], trace.end[sel]), compute)
@@ -67,6 +70,11 @@ def _copies(trace: Trace, windows: Windows) -> dict:
             "exposed_us": exposed(sel),
             "pageable_exposed_us": exposed(page),
             "async_exposed_us": exposed(asynchronous),
+            # exposed copy time that compute free of a data dependency on the copy could hide (copy_deps)
+            "independent_us": float(deps["independent_us"][dirs == d].sum()) if rows.size else 0.0,
+            "async_independent_us": float(deps["independent_us"][(dirs == d) & is_async].sum()) if rows.size else 0.0,
+            "unknown_us": float(deps["unknown_us"][dirs == d].sum()) if rows.size else 0.0,
+            **consumers,
         }
     return out
 

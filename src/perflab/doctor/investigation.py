@@ -63,7 +63,7 @@ def build(folder: str | Path, *, level1: Level1 | None = None) -> Investigation:
     recorded = strings(rec.get("program")) or None
     program = runnable_here(recorded)  # for the by-hand commands; the report names what ran
     l1 = level1 or read_level1(ev.traces, folder, kernels=opts["kernels"], min_gain_pct=opts["min_gain_pct"],
-                               max_launches=opts["max_launches"])
+                               max_launches=opts["max_launches"], program=program)
     levels = [_system(l1, rec, program, opts, folder), _kernels(l1, ev, rec, program, folder),
               _memory(ev, rec, program, folder, opts)]
     device = (l1.trace.meta.get("device_name") if l1.trace is not None else None) or \

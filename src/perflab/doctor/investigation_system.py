@@ -34,9 +34,11 @@ class Level1:
 
 
 def read_level1(paths: list[Path], folder: Path | None = None, *, kernels: int = KERNELS,
-                min_gain_pct: float = MIN_GAIN_PCT, max_launches: int = MAX_LAUNCHES) -> Level1:
+                min_gain_pct: float = MIN_GAIN_PCT, max_launches: int = MAX_LAUNCHES,
+                program: list[str] | None = None) -> Level1:
     """Load the trace(s) (several: the ranks of one job, rank 0 analysed), run the doctor, rank the kernels. An
-    unreadable trace or a failing doctor is recorded in `error`, never raised: the other levels still stand."""
+    unreadable trace or a failing doctor is recorded in `error`, never raised: the other levels still stand.
+    `program`: the command that ran, for the doctor's commands where the trace does not name it."""
     from perflab.doctor import diagnose_trace
     from perflab.doctor.context import Context
     from perflab.trace import kineto
@@ -51,6 +53,8 @@ def read_level1(paths: list[Path], folder: Path | None = None, *, kernels: int =
         else:
             read = kineto.load_folder(folder or paths[0].parent)
             out.traces, out.folder = read.traces, read.accounting()
+        for t in out.traces if program else ():
+            t.meta["program"] = t.meta.get("program") or list(program)
         ctx = Context.build(out.traces[0], ranks=out.traces)
         out.report = diagnose_trace(out.traces, context=ctx)
         if out.folder:

@@ -161,7 +161,7 @@ class Walk:
             self.progress(1, line.removeprefix("perflab: "))
         self.progress(1, "reading the trace: the doctor, speed of light per op, the kernels to profile")
         l1 = read_level1(run.traces, self.out, kernels=o.kernels, min_gain_pct=o.min_gain_pct,
-                         max_launches=o.max_launches)
+                         max_launches=o.max_launches, program=list(self.cmd))
         if l1.error and run.traces:
             rec["doctor_error"] = l1.error
         rec["took_s"] = round(time.perf_counter() - t, 2)

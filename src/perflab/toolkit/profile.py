@@ -64,9 +64,10 @@ class Session:
     """
 
     def __init__(self, path: Path, *, steps: int = 10, warmup: int = 0, stack: bool = False,
-                 memory: bool = False):
+                 memory: bool = False, program: Sequence[str] | None = None):
         check_counts(steps, warmup)
         self.path, self.steps, self.warmup, self.stack, self.memory = Path(path), steps, warmup, stack, memory
+        self.program = list(program) if program else None   # the command that ran, written into the trace
         self.begun = 0  # steps begun so far
         self.saved: Path | None = None
         self.done = False
@@ -96,6 +97,21 @@ class Session:
             self._prof.step_num, self._prof.current_action = first_step, sched(first_step)
         self._prof.start()
         self.begun = 1
+        self._tag()
+
+    def _tag(self) -> None:
+        """Write the program's command into the trace (`perflab_program`), so the doctor's commands name it.
+        Kineto keeps metadata only when it is added while the profiler records."""
+        from torch.profiler import ProfilerAction
+
+        from perflab.trace.model import PROGRAM_KEY
+
+        if self.program and self._prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            try:
+                self._prof.add_metadata_json(PROGRAM_KEY, json.dumps(self.program))
+            except Exception:  # an older torch without it: the doctor falls back to a placeholder
+                pass
+            self.program = None
 
     def step(self) -> None:
         if self.done:
@@ -106,6 +122,8 @@ class Session:
         self.begun += 1
         if self.saved is not None:
             self._stop()
+        elif self.program:
+            self._tag()
 
     def close(self) -> Path | None:
         """Stop now (a trace still recording is saved with the steps so far); the trace path or None."""
@@ -312,7 +330,7 @@ def profile_command(cmd: Sequence[str], *, out: Path, steps: int = 10, warmup: i
     out.mkdir(parents=True, exist_ok=True)
     clear_traces(out)
     config = {"out": str(out), "steps": steps, "warmup": warmup, "stack": stack, "memory": memory,
-              "marker": marker, "slice_s": slice_s, **target}
+              "marker": marker, "slice_s": slice_s, "program": list(cmd), **target}
     returncode, processes = run_booted(cmd, config, run)
     processes.sort(key=lambda p: int(p["rank"]) if str(p.get("rank")).isdigit() else -1)
     traces = dict.fromkeys(Path(p["trace"]) for p in processes if p.get("trace"))  # ordered, no repeats

@@ -196,7 +196,8 @@ def bootstrap(config: dict[str, Any]) -> None:
     def new_session() -> Session:
         # the detector lets warmup - 1 steady steps pass; the profiler's own warm-up step is the last one
         return Session(trace_path(out), steps=config["steps"], warmup=min(config["warmup"], 1),
-                       stack=config.get("stack", False), memory=config.get("memory", False))
+                       stack=config.get("stack", False), memory=config.get("memory", False),
+                       program=config.get("program"))
 
     def on_torch(torch: Any) -> None:
         from perflab.toolkit.compile_watch import Hider, watch_compiles

@@ -17,7 +17,7 @@ from perflab.trace import plausible
 from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
-from perflab.trace.model import GPU_WORK_KINDS, STEP_RE, USER_ANNOTATION, Trace
+from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace
 from perflab.trace.sniff import open_binary
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
@@ -174,7 +174,20 @@ def _metadata(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         "base_time_ns": doc.get("baseTimeNanoseconds"),
         "trace_name": doc.get("traceName"),
         "cuda_driver_version": doc.get("cuda_driver_version") if isinstance(doc.get("cuda_driver_version"), int) else None,
+        "program": _program(doc.get(PROGRAM_KEY)),
     }
+
+
+def _program(value: Any) -> list[str] | None:
+    """The command perflab recorded the trace of (a list of strings), None when absent or malformed."""
+    if isinstance(value, str):   # written as JSON text by a profiler that did not parse it
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, list) and value and all(isinstance(a, str) for a in value):
+        return value
+    return None
 
 
 def _int_or(value: Any, default: int) -> int:

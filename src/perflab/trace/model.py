@@ -38,6 +38,9 @@ def kind_of_category(cat: str) -> int:
     return _KIND_BY_CAT.get(cat.strip().lower(), OTHER) if isinstance(cat, str) else OTHER
 
 
+# Top-level key of a Kineto trace that `perflab profile` / `investigate` write: the command that ran (a list).
+PROGRAM_KEY = "perflab_program"
+
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 

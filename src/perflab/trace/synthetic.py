@@ -157,13 +157,14 @@ class TraceBuilder:
             self._wait_all("cudaStreamSynchronize", streams=[stream])
 
     def copy(self, nbytes: int, *, direction: str = "h2d", pageable: bool = True, non_blocking: bool = False,
-             stream: int = 7, gbps: float | None = None) -> None:
-        """tensor.to(...) between host and device."""
+             stream: int = 7, gbps: float | None = None, dims: list | None = None) -> None:
+        """tensor.to(...) between host and device; `dims`: its recorded Input Dims (record_shapes)."""
         gbps = gbps or (12.0 if pageable else 24.0)
         host = "Pageable" if pageable else "Pinned"
         name = (f"Memcpy HtoD ({host} -> Device)" if direction == "h2d" else f"Memcpy DtoH (Device -> {host})")
         dma_us = nbytes / (gbps * 1e3)
-        with self.span("aten::to") as outer, self.span("aten::_to_copy"), self.span("aten::copy_"):
+        shapes = {"Input Dims": dims} if dims is not None else {}
+        with self.span("aten::to", **shapes) as outer, self.span("aten::_to_copy"), self.span("aten::copy_"):
             call, start, end = self.gpu_op("gpu_memcpy", name, dma_us, stream, "cudaMemcpyAsync", 8.0,
                                            outer["args"]["External id"], bytes=nbytes,
                                            **{"memory bandwidth (GB/s)": gbps})

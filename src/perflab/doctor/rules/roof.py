@@ -228,7 +228,7 @@ def kernel_ncu_command(ctx: Context, rows: np.ndarray) -> str:
     start)."""
     from perflab.analysis.ncu_plan import launch_plan, steady_launch
 
-    return launch_plan(ctx.trace, steady_launch(ctx.trace, rows)).perflab_command(None)
+    return launch_plan(ctx.trace, steady_launch(ctx.trace, rows)).perflab_command(ctx.trace.meta.get("program"))
 
 
 def reachable(ctx: Context) -> dict[str, float]:

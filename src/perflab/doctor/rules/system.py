@@ -15,7 +15,7 @@ from perflab.doctor.context import Context
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import EventRef, Finding
 from perflab.doctor.fix_bounds import copy_removed, wait_removed
-from perflab.doctor.registry import rule
+from perflab.doctor.registry import LOW, rule
 from perflab.doctor.registry import significant as _finding
 
 _OVERLAP_POOR_PCT = 20.0
@@ -181,12 +181,13 @@ def input_pipeline(ctx: Context) -> list[Finding]:
     )
 
 
-def _hideable_copy_us(ctx: Context, key: str = "exposed_us") -> float:
-    """Copy time that overlapping with compute could hide: copies run serialized, compute exists."""
-    exposed = sum(ctx.copies[d][key] for d in ("h2d", "d2h"))
-    if exposed <= 0 or ctx.overlap["copy"]["overlap_pct"] >= _OVERLAP_POOR_PCT:
+def _hideable_copy_us(ctx: Context, key: str = "independent_us") -> float:
+    """Copy time that overlapping with compute could hide: copies run serialized, and compute with no data
+    dependency on them exists beside them (analysis.copy_deps)."""
+    hideable = sum(ctx.copies[d][key] for d in ("h2d", "d2h"))
+    if hideable <= 0 or ctx.overlap["copy"]["overlap_pct"] >= _OVERLAP_POOR_PCT:
         return 0.0
-    return min(exposed, ctx.overlap["compute_us"])
+    return min(hideable, ctx.overlap["compute_us"])
 
 
 def _copy_cost(ctx: Context, direction: str) -> float:
@@ -194,7 +195,7 @@ def _copy_cost(ctx: Context, direction: str) -> float:
     overlap problem (no-overlap claims the part it could hide); a blocking copy is first a copy problem."""
     async_exposed = {d: ctx.copies[d]["async_exposed_us"] for d in ("h2d", "d2h")}
     total = sum(async_exposed.values())
-    hidden = _hideable_copy_us(ctx, "async_exposed_us") * async_exposed[direction] / total if total > 0 else 0.0
+    hidden = _hideable_copy_us(ctx, "async_independent_us") * async_exposed[direction] / total if total > 0 else 0.0
     return ctx.copies[direction]["exposed_us"] - hidden + ctx.gaps.copy_idle.get(direction, 0.0)
 
 
@@ -249,14 +250,36 @@ def no_overlap(ctx: Context) -> list[Finding]:
     if host_copies <= 0 or copy["overlap_pct"] >= _OVERLAP_POOR_PCT or ctx.overlap["compute_us"] <= 0:
         return []
     exposed = sum(ctx.copies[d]["exposed_us"] for d in ("h2d", "d2h"))
-    gain = ctx.share(_hideable_copy_us(ctx))
+    gain = ctx.share(_hideable_copy_us(ctx))   # no more than the compute beside them
+    free = ctx.share(sum(ctx.copies[d]["independent_us"] for d in ("h2d", "d2h")))
+    unknown = ctx.share(sum(ctx.copies[d]["unknown_us"] for d in ("h2d", "d2h")))
+    dependent = max(0.0, ctx.share(exposed) - free - unknown)
+    unknown = min(unknown, max(0.0, ctx.share(ctx.overlap["compute_us"]) - gain))
     same_stream = set(copy["streams"]) <= set(ctx.overlap["compute_streams"])
+    sought, found = ctx.copies["h2d"]["consumers_sought"], ctx.copies["h2d"]["consumers_found"]  # one count for all
+    evidence = {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
+                "independent_copy_pct": free, "hideable_copy_pct": gain, "dependent_copy_pct": dependent, "undecided_copy_pct": unknown,
+                "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"],
+                "copy_consumers_found": f"{found} of {sought}" if sought else "no copy shapes recorded"}
+    summary = (f"Copies run serialized with compute ({copy['overlap_pct']:.0f}% overlapped"
+               f"{', on the compute stream' if same_stream else ''}); ")
+    if gain > 0:
+        summary += (f"~{free:.0f}% of step time is copies beside compute that neither feeds them nor uses them "
+                    f"(launched without waiting on them): overlapping them could save ~{gain:.0f}%")
+    if unknown >= 1.0 and unknown >= 0.25 * gain:
+        summary += ("; " if gain > 0 else "") + (
+            f"~{unknown:.0f}% more could be hidden only if those copies' data does not come from (or go to) the "
+            "compute the host waited on around them, which the trace cannot tell (a next batch's input can move; "
+            "a decode token read back and sent in cannot)")
+        if gain < LOW:   # nothing (or little) proven: reported at the lowest claim, with its upper bound
+            evidence["up_to_pct"] = gain + unknown
+            gain = min(LOW, gain + unknown)
+    if dependent >= 1.0:
+        summary += f"; ~{dependent:.0f}% is copies that feed the kernel after them or read back the one before: no overlap hides that"
+    if gain <= 0:
+        return []   # nothing proven hideable: the copy rules (h2d-copy / d2h-copy) keep that time
     return _finding(
-        "no-overlap", gain,
-        f"Copies run serialized with compute ({copy['overlap_pct']:.0f}% overlapped"
-        f"{', on the compute stream' if same_stream else ''}); overlapping them could save ~{gain:.0f}% of step time.",
-        {"copy_overlap_pct": copy["overlap_pct"], "exposed_copy_pct": ctx.share(exposed),
-         "copy_streams": copy["streams"], "compute_streams": ctx.overlap["compute_streams"]},
+        "no-overlap", gain, summary + ".", evidence,
         fix_for(ctx, "no-overlap",
             "Issue the copies for step N+1 on a separate CUDA stream from pinned memory while step N computes "
             "(non_blocking=True, torch.cuda.Stream, wait_stream/record_stream), e.g. a prefetching loader."),
