@@ -201,10 +201,22 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
         cands.append((SEVERITY_ORDER[severity_for(gain) or "info"], -gain, 0, 2))
     if f3 and f3["id"] != "healthy":
         cands.append((SEVERITY_ORDER[f3["severity"]], 0.0, 1, 3))
+    if l1.get("status") != "done" and not cands:  # no steady-state evidence: nothing was judged, say so
+        text_ = f"Not judged: level 1 {l1.get('status', 'missing')}: " + (l1.get("top_line") or "no evidence") + \
+            " Record again (a longer --timeout, fewer --steps) before reading anything into it."
+        return {"level": 1, "scope": "incomplete", "text": text_, "gain_pct": 0.0, "gain_unit": "", "kernel": None}
     if not cands:
         text_ = "Nothing to fix at any level: " + (l1.get("top_line") or "no evidence")
         return {"level": 1, "scope": "healthy", "text": text_, "gain_pct": 0.0, "gain_unit": "", "kernel": None}
     rank, *_, best = min(cands)
+    unjudged = _still_unjudged(f1, l2)
+    if rank >= SEVERITY_ORDER["low"] and unjudged is not None:  # little found, but most of the time never judged
+        head = headline_of(best, l1, l2, l3, f1, k, f3)
+        return {"level": head["level"], "scope": "incomplete", "gain_pct": head["gain_pct"],
+                "gain_unit": head["gain_unit"], "kernel": head["kernel"],
+                "text": f"Not judged yet: {unjudged:.0f} % of the GPU time is in kernels the timeline cannot price and "
+                        f"Nsight Compute has not read; what was read: {head['text'].rstrip('.')}. Read more kernels "
+                        "(`perflab investigate --kernels N`) before concluding that nothing is left."}
     if rank >= SEVERITY_ORDER["low"]:  # the best a level offers is a few per cent: say that, not "act on"
         head = headline_of(best, l1, l2, l3, f1, k, f3)
         gain = head["gain_pct"]
@@ -213,6 +225,20 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
                 "kernel": head["kernel"],
                 "text": f"Nothing big left at any level; the largest gain: {where}."}
     return headline_of(best, l1, l2, l3, f1, k, f3)
+
+
+def _still_unjudged(f1: dict | None, l2: dict) -> float | None:
+    """The share of GPU time level 1 could not price and level 2 did not read (None when under a quarter):
+    the not-judged note's unpriced share less the kernels Nsight Compute read, as shares of the step."""
+    ev = (f1 or {}).get("evidence") or {}
+    share = ev.get("unjudged_gpu_time_pct")
+    if not isinstance(share, (int, float)) or share <= 0:
+        return None
+    busy = ev.get("gpu_busy_pct") if isinstance(ev.get("gpu_busy_pct"), (int, float)) else 100.0
+    read = sum(100.0 * kk["time_us"] / kk["step_us"] for kk in (l2.get("kernels") or [])
+               if kk.get("finding") and kk.get("step_us") and kk.get("time_us"))
+    left = share * busy / 100.0 - read  # both as shares of the step
+    return left if left >= 25.0 else None
 
 
 def headline_of(best: int, l1: dict, l2: dict, l3: dict, f1: dict | None, k: dict | None,

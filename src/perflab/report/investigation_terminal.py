@@ -49,7 +49,8 @@ def render_investigation(inv: Any, console: Console | None = None) -> None:
     console.print(Text(f"investigation of {prog}  [{d['folder']}; {d.get('device') or 'device unknown'}{took}]",
                        style="dim"))
     h = d["headline"]
-    where = "nothing big to fix" if h["scope"] == "healthy" else f"act first on the {h['scope']} (level {h['level']})"
+    where = {"healthy": "nothing big to fix", "incomplete": "not judged yet"}.get(
+        h["scope"], f"act first on the {h['scope']} (level {h['level']})")
     console.print(Text(f"▶ {where}: ", style="bold") + Text(h["text"], style="bold"))
     for lv in d["levels"]:
         _level(console, lv)
