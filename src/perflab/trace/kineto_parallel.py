@@ -21,7 +21,7 @@ from perflab.trace.json_stream import SYNTAX_ERRORS, EventStream, NotATrace, is_
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.sniff import open_binary
 
-# Below this many bytes on disk the sequential reader is faster than starting workers.
+# Below this many bytes of JSON the sequential reader is faster than starting workers.
 PARALLEL_MIN_BYTES = 48 << 20
 TASKS_PER_WORKER = 4
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -35,8 +35,21 @@ class BadCut(Exception):
     """A worker could not decode its part; read sequentially instead."""
 
 
-def worker_count(size_on_disk: int) -> int:
-    if size_on_disk < PARALLEL_MIN_BYTES or os.environ.get("PERFLAB_READER_PROCESSES") == "1":
+def json_size(path: Path) -> int:
+    """Bytes of JSON the reader will decode: for a gzip file its trailer's length (mod 2**32, so never less than
+    the compressed size: a file whose JSON wraps past 4 GiB is far above the threshold either way)."""
+    size = path.stat().st_size
+    if size < 18:
+        return size
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            return size
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
+
+
+def worker_count(json_bytes: int) -> int:
+    if json_bytes < PARALLEL_MIN_BYTES or os.environ.get("PERFLAB_READER_PROCESSES") == "1":
         return 1
     try:
         available = len(os.sched_getaffinity(0))
