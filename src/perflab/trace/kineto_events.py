@@ -222,17 +222,25 @@ class ColumnBuilder:
         kernels = kind == KERNEL
         p["grid"].append(self._dims(args, kernels, "grid"))
         p["block"].append(self._dims(args, kernels, "block"))
-        p["shape"].append(self._group(args, shaped, "input_dims", np.int32, -1, self._raw_id(self.shapes), True))
-        p["dtype"].append(self._group(args, shaped, "input_type", np.int32, -1, self._raw_id(self.dtypes), True))
-        p["concrete"].append(self._group(args, shaped, "concrete_inputs", np.int32, -1, self._raw_id(self.concretes),
-                                         True))
+        p["shape"].append(self._raw_ids(args, shaped, "input_dims", self.shapes))
+        p["dtype"].append(self._raw_ids(args, shaped, "input_type", self.dtypes))
+        p["concrete"].append(self._raw_ids(args, shaped, "concrete_inputs", self.concretes))
 
     @staticmethod
-    def _raw_id(table: _Interner):
-        def convert(raw: msgspec.Raw) -> int:
-            text = bytes(raw)
-            return table[text] if text else -1
-        return convert
+    def _raw_ids(all_args: list[Args], mask: np.ndarray, field: str, table: _Interner) -> np.ndarray:
+        """Ids in `table` of a raw JSON arg's text where mask holds and the arg is present, -1 elsewhere (the
+        passes run in C: bytes of each value, their lengths, the interning of the present ones)."""
+        out = np.full(len(all_args), -1, dtype=np.int32)
+        if not mask.any():
+            return out
+        texts = list(map(bytes, map(attrgetter(field), compress(all_args, mask.tolist()))))
+        present = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) > 0
+        if present.any():
+            ids = np.full(len(texts), -1, dtype=np.int32)
+            kept = list(compress(texts, present.tolist()))
+            ids[present] = np.fromiter(map(table.__getitem__, kept), dtype=np.int32, count=len(kept))
+            out[mask] = ids
+        return out
 
     @staticmethod
     def _group(all_args: list[Args], mask: np.ndarray, field: str, dtype, fill, convert, convert_all=False
