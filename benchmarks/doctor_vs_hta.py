@@ -83,33 +83,42 @@ def ensure_hta() -> None:
 # A small launcher between this (large) process and each measured tool: a child forked from a big parent starts
 # with the parent's resident pages in its peak RSS (ru_maxrss survives exec: /bin/true forked from a 400 MB
 # parent reports ~400 MB). The launcher is a fresh, small interpreter; the tool is forked from it, and the
-# launcher reports the tool's own peak (RUSAGE_CHILDREN covers the tool and the workers it waited for) and
-# the peak of the tool's process tree summed, sampled from /proc.
+# launcher reports the larger of the tool's own peak RSS (RUSAGE_CHILDREN: the largest process it waited for)
+# and the peak of its process tree's proportional set size (PSS) summed, sampled from /proc every 50 ms.
 LAUNCHER = r'''
 import json, os, subprocess, sys, threading, time, resource
 out, cmd = sys.argv[1], sys.argv[2:]
-def tree_rss_mb(root):
-    parent, rss = {}, {}
+def pss_mb(pid):
+    # proportional set size: pages a forked worker shares with its parent count once across the tree, not once
+    # per process as a sum of RSS would count them
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+def tree_mb(root):
+    parent = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-                parent[int(entry)] = int(fields[1])
-                rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 pass
     tree, frontier = {root}, [root]
     while frontier:
         frontier = [p for p, pp in parent.items() if pp in frontier and p not in tree]
         tree.update(frontier)
-    return sum(rss.get(p, 0.0) for p in tree)
+    return sum(pss_mb(p) for p in tree)
 t0 = time.perf_counter()
 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 peak, done = [0.0], threading.Event()
 def sample():
     while not done.is_set():
-        peak[0] = max(peak[0], tree_rss_mb(proc.pid))
+        peak[0] = max(peak[0], tree_mb(proc.pid))
         done.wait(0.05)
 threading.Thread(target=sample, daemon=True).start()
 rc = proc.wait()
@@ -117,7 +126,7 @@ wall = time.perf_counter() - t0
 done.set()
 own = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 with open(out, "w") as fh:
-    json.dump({"wall": wall, "peak_mb": max(own, peak[0]), "own_peak_mb": own, "rc": rc}, fh)
+    json.dump({"wall": wall, "peak_mb": max(own, peak[0]), "own_peak_mb": own, "tree_pss_mb": peak[0], "rc": rc}, fh)
 '''
 
 
@@ -329,7 +338,8 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
     what = {"HTA 0.5.0": "load + temporal, idle-time, kernel breakdowns, comm/comp overlap, launch stats",
             "perflab": "load + every analysis + rules + JSON report",
             "floor": "msgspec typed decode of the fields a timeline needs"}
-    print(f"{'':10s} {'wall s':>8s} {'peak RSS MB':>12s}   (each a fresh process; RSS: with its worker processes)")
+    print(f"{'':10s} {'wall s':>8s} {'peak MB':>12s}   (each a fresh process; the larger of its own peak RSS and its "
+          "process tree's peak PSS)")
     for name, (wall, rss, rc) in got.items():
         print(f"{name:10s} {wall:8.2f} {rss:12.0f}   ({what[name]}){'' if rc == 0 else f'  exit {rc}'}")
     ours = got["perflab"]

@@ -15,6 +15,7 @@ import io
 import multiprocessing as mp
 import os
 import re
+from collections import deque
 from pathlib import Path
 
 from perflab.trace.json_stream import SYNTAX_ERRORS, EventStream, NotATrace, is_object_tail
@@ -174,10 +175,6 @@ def _gzip_tasks(stream: EventStream, per_task: int):
         yield b'{"traceEvents":[' + b",".join(batch) + b"]}"
 
 
-def _decode_document(task: tuple[bytes, int]) -> dict:
-    return _decode(*task)
-
-
 def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBuilder, bytes]:
     """(columns of all events, the metadata document). Raises BadCut to ask for the sequential reader."""
     builder = ColumnBuilder()
@@ -188,9 +185,15 @@ def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBu
             with open_binary(path) as fh:
                 stream = EventStream(fh, block_size)
                 try:
-                    tasks = ((doc, block_size) for doc in _gzip_tasks(stream, 8 << 20))
-                    for part in pool.imap(_decode_document, tasks):
-                        builder.absorb(part)
+                    # at most two blocks per worker in flight: Pool.imap would decompress the whole file ahead
+                    # of the workers and hold it in the parent
+                    pending: deque = deque()
+                    for doc in _gzip_tasks(stream, 8 << 20):
+                        pending.append(pool.apply_async(_decode, (doc, block_size)))
+                        if len(pending) >= 2 * workers:
+                            builder.absorb(pending.popleft().get())
+                    while pending:
+                        builder.absorb(pending.popleft().get())
                 except NotATrace:
                     raise BadCut("no traceEvents array") from None
                 return builder, stream.metadata_document()
