@@ -124,19 +124,20 @@ threading.Thread(target=sample, daemon=True).start()
 rc = proc.wait()
 wall = time.perf_counter() - t0
 done.set()
-own = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+own, cpu = usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 with open(out, "w") as fh:
-    json.dump({"wall": wall, "peak_mb": max(own, peak[0]), "own_peak_mb": own, "tree_pss_mb": peak[0], "rc": rc}, fh)
+    json.dump({"wall": wall, "peak_mb": max(own, peak[0]), "own_peak_mb": own, "tree_pss_mb": peak[0], "cpu": cpu, "rc": rc}, fh)
 '''
 
 
-def measured(cmd: list[str]) -> tuple[float, float, int]:
-    """Run a tool in a fresh process started by a small launcher: (wall seconds, peak RSS MB of it and its
-    workers together, exit code)."""
+def measured(cmd: list[str]) -> tuple[float, float, int, float]:
+    """Run a tool in a fresh process started by a small launcher: (wall seconds, peak MB of it and its workers
+    together, exit code, CPU seconds of it and its workers: on a shared machine the steadier number)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as fh:
         subprocess.run([sys.executable, "-S", "-I", "-c", LAUNCHER, fh.name, *cmd], check=True)
         r = json.loads(Path(fh.name).read_text())
-    return r["wall"], r["peak_mb"], r["rc"]
+    return r["wall"], r["peak_mb"], r["rc"], r["cpu"]
 
 
 # The floor: a msgspec typed decode of the fields a timeline needs (kind, name, start, duration, thread and the
@@ -333,21 +334,22 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
     for _ in range(rounds):
         for name, cmd in tools.items():
             runs[name].append(measured(cmd))
-    got = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs))
-           for name, rs in runs.items()}
+    got = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs),
+                  statistics.median(r[3] for r in rs)) for name, rs in runs.items()}
     what = {"HTA 0.5.0": "load + temporal, idle-time, kernel breakdowns, comm/comp overlap, launch stats",
             "perflab": "load + every analysis + rules + JSON report",
             "floor": "msgspec typed decode of the fields a timeline needs"}
-    print(f"{'':10s} {'wall s':>8s} {'peak MB':>12s}   (each a fresh process; the larger of its own peak RSS and its "
-          "process tree's peak PSS)")
-    for name, (wall, rss, rc) in got.items():
-        print(f"{name:10s} {wall:8.2f} {rss:12.0f}   ({what[name]}){'' if rc == 0 else f'  exit {rc}'}")
+    print(f"{'':10s} {'wall s':>8s} {'CPU s':>7s} {'peak MB':>8s}   (medians of {rounds}; each a fresh process; memory: "
+          "the larger of its own peak RSS and its process tree's peak PSS)")
+    for name, (wall, rss, rc, cpu) in got.items():
+        print(f"{name:10s} {wall:8.2f} {cpu:7.2f} {rss:8.0f}   ({what[name]}){'' if rc == 0 else f'  exit {rc}'}")
     ours = got["perflab"]
     if "HTA 0.5.0" in got:
         h = got["HTA 0.5.0"]
         print(f"perflab vs HTA:   {h[0] / ours[0]:.1f}x faster, {100 * ours[1] / h[1]:.0f}% of HTA's peak memory")
     f = got["floor"]
-    print(f"perflab vs floor: {ours[0] / f[0]:.2f}x the floor's time (goal <= 1.5x), {ours[1] / f[1]:.2f}x its memory")
+    print(f"perflab vs floor: {ours[0] / f[0]:.2f}x the floor's wall time (goal <= 1.5x), {ours[3] / f[3]:.2f}x its CPU "
+          f"time, {ours[1] / f[1]:.2f}x its memory")
 
 
 def big(target_gb: float) -> None:
@@ -358,7 +360,7 @@ def big(target_gb: float) -> None:
         replicate(src, None, out, target_bytes=target_gb * 1e9)
         print(f"\n== big trace: {out.stat().st_size / 1e9:.2f} GB of JSON, df_index_resolver repeated in time "
               f"(synthesized in {time.perf_counter() - t0:.0f} s) ==", flush=True)
-        wall, rss, rc = measured([sys.executable, "-m", "perflab", "doctor", "--json", str(out)])
+        wall, rss, rc, _ = measured([sys.executable, "-m", "perflab", "doctor", "--json", str(out)])
         print(f"perflab doctor: {wall:.1f} s wall, {rss:.0f} MB peak RSS, exit {rc}")
 
 
