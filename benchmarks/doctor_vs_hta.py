@@ -4,10 +4,13 @@
     python benchmarks/doctor_vs_hta.py            # agreement table on every peer trace + speed/memory
     python benchmarks/doctor_vs_hta.py --no-speed # agreement only
     python benchmarks/doctor_vs_hta.py --big      # also: synthesize a ~5 GB trace and diagnose it
+    python benchmarks/doctor_vs_hta.py --trace T.json.gz --rounds 3 [--no-hta]   # speed/memory on one trace
 
 HTA runs in its own virtual environment (.bench/hta-venv, created on first use with
-`pip install holistictraceanalysis==0.5.0`). Every measured run is a fresh child process; wall time
-and peak RSS come from os.wait4 on that child.
+`pip install holistictraceanalysis==0.5.0`). Every measured run is a fresh process started by a small
+launcher (never forked from this process, whose peak RSS a forked child would inherit); the launcher reports
+its wall time and peak RSS. Beside HTA and perflab runs the floor: a msgspec typed decode of the fields a
+timeline needs, and perflab's time and memory are printed against both.
 """
 from __future__ import annotations
 
@@ -77,48 +80,93 @@ def ensure_hta() -> None:
     subprocess.run([str(HTA_PY), "-m", "pip", "install", "-q", "holistictraceanalysis==0.5.0"], check=True)
 
 
-def _tree_rss_mb(root: int) -> float:
-    """Resident memory of a process and all its descendants (MB), from /proc."""
-    parent: dict[int, int] = {}
-    rss: dict[int, float] = {}
+# A small launcher between this (large) process and each measured tool: a child forked from a big parent starts
+# with the parent's resident pages in its peak RSS (ru_maxrss survives exec: /bin/true forked from a 400 MB
+# parent reports ~400 MB). The launcher is a fresh, small interpreter; the tool is forked from it, and the
+# launcher reports the larger of the tool's own peak RSS (RUSAGE_CHILDREN: the largest process it waited for)
+# and the peak of its process tree's proportional set size (PSS) summed, sampled from /proc every 50 ms.
+LAUNCHER = r'''
+import json, os, subprocess, sys, threading, time, resource
+out, cmd = sys.argv[1], sys.argv[2:]
+def pss_mb(pid):
+    # proportional set size: pages a forked worker shares with its parent count once across the tree, not once
+    # per process as a sum of RSS would count them
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+def tree_mb(root):
+    parent = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            parent[int(entry)] = int(fields[1])
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-        except (OSError, IndexError, ValueError):
-            continue
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
     tree, frontier = {root}, [root]
     while frontier:
         frontier = [p for p, pp in parent.items() if pp in frontier and p not in tree]
         tree.update(frontier)
-    return sum(rss.get(p, 0.0) for p in tree)
+    return sum(pss_mb(p) for p in tree)
+t0 = time.perf_counter()
+proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+peak, done = [0.0], threading.Event()
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], tree_mb(proc.pid))
+        done.wait(0.05)
+threading.Thread(target=sample, daemon=True).start()
+rc = proc.wait()
+wall = time.perf_counter() - t0
+done.set()
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+own, cpu = usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
+with open(out, "w") as fh:
+    json.dump({"wall": wall, "peak_mb": max(own, peak[0]), "own_peak_mb": own, "tree_pss_mb": peak[0], "cpu": cpu, "rc": rc}, fh)
+'''
 
 
-def measured(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float, int]:
-    """Run a child process: (wall seconds, peak RSS MB of it and its workers together, exit code)."""
-    import threading
+def measured(cmd: list[str]) -> tuple[float, float, int, float]:
+    """Run a tool in a fresh process started by a small launcher: (wall seconds, peak MB of it and its workers
+    together, exit code, CPU seconds of it and its workers: on a shared machine the steadier number)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+        subprocess.run([sys.executable, "-S", "-I", "-c", LAUNCHER, fh.name, *cmd], check=True)
+        r = json.loads(Path(fh.name).read_text())
+    return r["wall"], r["peak_mb"], r["rc"], r["cpu"]
 
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
-    peak = [0.0]
-    done = threading.Event()
 
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss_mb(proc.pid))
-            done.wait(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    done.set()
-    sampler.join()
-    return wall, max(peak[0], usage.ru_maxrss / 1024.0), os.waitstatus_to_exitcode(status)
+# The floor: a msgspec typed decode of the fields a timeline needs (kind, name, start, duration, thread and the
+# ids that link a launch to its kernel), nothing else computed. What any reader of this file must at least pay.
+FLOOR = r'''
+import gzip, sys
+from typing import Union
+import msgspec
+Num = Union[int, float, str]
+class Args(msgspec.Struct, gc=False):
+    correlation: Num = -1
+    external_id: Num = msgspec.field(name="External id", default=-1)
+    stream: Num = -1
+    device: Num = -1
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: Num = 0
+    dur: Num = 0
+    tid: Union[int, str] = 0
+    args: Args = msgspec.field(default_factory=Args)
+class Doc(msgspec.Struct, gc=False):
+    traceEvents: list[Event] = []
+path = sys.argv[1]
+data = gzip.open(path, "rb").read() if open(path, "rb").read(2) == b"\x1f\x8b" else open(path, "rb").read()
+doc = msgspec.json.decode(data, type=Doc)
+print(len(doc.traceEvents))
+'''
 
 
 # -- agreement ---------------------------------------------------------------------------------
@@ -271,18 +319,37 @@ def replicate(src: Path, copies: int | None, out: Path, target_bytes: float = 0.
     return out
 
 
-def speed(path: Path, label: str) -> None:
+def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
+    """Wall time and peak memory of HTA, perflab's doctor and the floor, each in a fresh process, interleaved
+    over `rounds` (the medians are printed); then perflab against HTA and against the floor."""
+    import statistics
+
     size = f"{path.stat().st_size / 1e6:.0f} MB " + ("gzip" if path.suffix == ".gz" else "of JSON")
     print(f"\n== speed and memory: {label} ({size}) ==", flush=True)
-    hta = measured([str(HTA_PY), "-c", HTA_FULL, str(path)])
-    ours = measured([sys.executable, "-m", "perflab", "doctor", "--json", str(path)])
-    print(f"{'':10s} {'wall s':>8s} {'peak RSS MB':>12s}   (RSS: the process and its worker processes together)")
-    print(f"{'HTA 0.5.0':10s} {hta[0]:8.1f} {hta[1]:12.0f}   (load + temporal, idle-time, kernel breakdowns, "
-          f"comm/comp overlap, launch stats){'' if hta[2] == 0 else f'  exit {hta[2]}'}")
-    print(f"{'perflab':10s} {ours[0]:8.1f} {ours[1]:12.0f}   (load + every analysis + rules + JSON report)"
-          f"{'' if ours[2] == 0 else f'  exit {ours[2]}'}")
-    if ours[0] > 0 and ours[1] > 0:
-        print(f"ratio: {hta[0] / ours[0]:.1f}x faster, {100 * ours[1] / hta[1]:.0f}% of HTA's peak memory")
+    tools = {"perflab": [sys.executable, "-m", "perflab", "doctor", "--json", str(path)],
+             "floor": [sys.executable, "-c", FLOOR, str(path)]}
+    if hta:
+        tools = {"HTA 0.5.0": [str(HTA_PY), "-c", HTA_FULL, str(path)], **tools}
+    runs: dict[str, list] = {name: [] for name in tools}
+    for _ in range(rounds):
+        for name, cmd in tools.items():
+            runs[name].append(measured(cmd))
+    got = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs),
+                  statistics.median(r[3] for r in rs)) for name, rs in runs.items()}
+    what = {"HTA 0.5.0": "load + temporal, idle-time, kernel breakdowns, comm/comp overlap, launch stats",
+            "perflab": "load + every analysis + rules + JSON report",
+            "floor": "msgspec typed decode of the fields a timeline needs"}
+    print(f"{'':10s} {'wall s':>8s} {'CPU s':>7s} {'peak MB':>8s}   (medians of {rounds}; each a fresh process; memory: "
+          "the larger of its own peak RSS and its process tree's peak PSS)")
+    for name, (wall, rss, rc, cpu) in got.items():
+        print(f"{name:10s} {wall:8.2f} {cpu:7.2f} {rss:8.0f}   ({what[name]}){'' if rc == 0 else f'  exit {rc}'}")
+    ours = got["perflab"]
+    if "HTA 0.5.0" in got:
+        h = got["HTA 0.5.0"]
+        print(f"perflab vs HTA:   {h[0] / ours[0]:.1f}x faster, {100 * ours[1] / h[1]:.0f}% of HTA's peak memory")
+    f = got["floor"]
+    print(f"perflab vs floor: {ours[0] / f[0]:.2f}x the floor's wall time (goal <= 1.5x), {ours[3] / f[3]:.2f}x its CPU "
+          f"time, {ours[1] / f[1]:.2f}x its memory")
 
 
 def big(target_gb: float) -> None:
@@ -293,7 +360,7 @@ def big(target_gb: float) -> None:
         replicate(src, None, out, target_bytes=target_gb * 1e9)
         print(f"\n== big trace: {out.stat().st_size / 1e9:.2f} GB of JSON, df_index_resolver repeated in time "
               f"(synthesized in {time.perf_counter() - t0:.0f} s) ==", flush=True)
-        wall, rss, rc = measured([sys.executable, "-m", "perflab", "doctor", "--json", str(out)])
+        wall, rss, rc, _ = measured([sys.executable, "-m", "perflab", "doctor", "--json", str(out)])
         print(f"perflab doctor: {wall:.1f} s wall, {rss:.0f} MB peak RSS, exit {rc}")
 
 
@@ -302,8 +369,16 @@ def main() -> int:
     parser.add_argument("--no-speed", action="store_true", help="skip the 10x speed/memory comparison")
     parser.add_argument("--big", action="store_true", help="also diagnose a synthesized ~5 GB trace")
     parser.add_argument("--big-gb", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of the speed comparison")
+    parser.add_argument("--trace", type=Path, help="only the speed comparison, on this trace (no agreement)")
+    parser.add_argument("--no-hta", action="store_true", help="with --trace: perflab against the floor only")
     args = parser.parse_args()
     BENCH.mkdir(exist_ok=True)
+    if args.trace:
+        if not args.no_hta:
+            ensure_hta()
+        speed(args.trace, args.trace.name, rounds=args.rounds, hta=not args.no_hta)
+        return 0
     ensure_hta()
     sys.path.insert(0, str(ROOT / "src"))
     ok = agreement()
@@ -313,8 +388,8 @@ def main() -> int:
         if not x10.exists():
             print("writing the 10x trace ...", flush=True)
             replicate(src, 10, x10)
-        speed(src, "df_index_resolver")
-        speed(x10, "df_index_resolver x10")
+        speed(src, "df_index_resolver", rounds=args.rounds)
+        speed(x10, "df_index_resolver x10", rounds=args.rounds)
     if args.big:
         big(args.big_gb)
     return 0 if ok else 1

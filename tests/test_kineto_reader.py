@@ -220,3 +220,14 @@ def test_parallel_ranges_agree_on_every_cut(tmp_path, monkeypatch):
         monkeypatch.setattr(kineto_parallel, "TASKS_PER_WORKER", per_worker)
         assert same_columns(sequential, kineto.load(path))
     assert len(done) == 4  # the parallel reader did the work, no fallback
+
+
+def test_a_gzip_trace_counts_its_json_toward_the_parallel_threshold(tmp_path):
+    # 26 MB of gzip holding 476 MB of JSON must get the second core: the threshold counts decompressed bytes
+    from perflab.trace import kineto_parallel
+
+    doc = synthetic.launch_bound(steps=2, ops=300).to_dict()
+    plain = synthetic.write_document(tmp_path / "t.json", doc)
+    packed = synthetic.write_document(tmp_path / "t.json.gz", doc)
+    assert packed.stat().st_size < plain.stat().st_size
+    assert kineto_parallel.json_size(packed) == kineto_parallel.json_size(plain) == plain.stat().st_size

@@ -8,7 +8,12 @@ import sys
 import typer
 
 from perflab.errors import PerflabError
-from perflab.report.console import clean
+
+
+def clean(text: str) -> str:
+    from perflab.report.console import clean as strip_controls  # Rich's console: only when there is an error
+
+    return strip_controls(text)
 
 # Each module adds its commands to the app; adding a module here adds its commands.
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql",

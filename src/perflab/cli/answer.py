@@ -6,24 +6,26 @@ and progress records that it was revealed.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from perflab.cli.common import console as make_console
 from perflab.cli.common import fail, openable
 from perflab.errors import PerflabError
-from perflab.puzzles.engine import catalog, progress, replay
-from perflab.puzzles import questions
-from perflab.puzzles.engine.spec import Puzzle
-from perflab.report import summary as render
+
+if TYPE_CHECKING:  # the command imports what it runs when it runs (perflab --help stays light)
+    from rich.console import Console
+
+    from perflab.puzzles import questions
+    from perflab.puzzles.engine.spec import Puzzle
 
 ALL = "all"
 
 
 def _parse_answers(p: Puzzle, pairs: List[str]) -> dict[str, str]:
+    from perflab.puzzles import questions
+
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -45,6 +47,7 @@ def _reveal_keys(p: Puzzle, keys: List[str]) -> list[str]:
 def _ask(console: Console, q: Any, again: bool, started: bool) -> str | None:
     """The learner's answer; '' when they skip (Enter), None at the end of input once answering started."""
     from rich.prompt import Prompt
+    from rich.text import Text
 
     prompt = Text.assemble((q.key, "bold"), f": {q.prompt}", " (again, or Enter to skip)" if again else "")
     try:
@@ -63,6 +66,8 @@ def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
                                                           help="show the computed value of KEY (repeatable, or "
                                                                "'all'); progress records it as revealed")) -> None:
     """Answer the diagnosis questions; graded against values computed from the recorded evidence."""
+    from perflab.puzzles.engine import catalog, replay
+
     p = catalog.get(puzzle_id)
     if not p.questions:
         raise PerflabError(f"{p.id} has no diagnosis questions")
@@ -82,6 +87,8 @@ def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 
 
 def _grade_given(console: Console, p: Puzzle, ev: Any, given: dict[str, str]) -> tuple[int, int]:
+    from perflab.puzzles import questions
+
     grades = [questions.grade(q, given[q.key], questions.compute(q, ev)) for q in p.questions if q.key in given]
     _record(p, grades)
     how = True
@@ -92,6 +99,8 @@ def _grade_given(console: Console, p: Puzzle, ev: Any, given: dict[str, str]) ->
 
 
 def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> tuple[int, int]:
+    from perflab.puzzles import questions
+
     right, started, how = 0, False, True
     for q in p.questions:
         computed = questions.compute(q, ev)
@@ -120,12 +129,18 @@ def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> t
 
 
 def _record(p: Puzzle, grades: list) -> None:
+    from perflab.puzzles.engine import progress
+
     with progress.ProgressDB() as db:
         for g in grades:
             db.add_event(p.id, "answer", g.key, g.given, g.correct)
 
 
 def _render_grade(console: Console, p: Puzzle, g: questions.Grade, *, interactive: bool, how: bool = True) -> None:
+    from rich.text import Text
+
+    from perflab.report import summary as render
+
     if g.correct:
         expected = render.short(render.fmt_num(g.expected))
         console.print(Text.assemble(("✓ ", "green"), f"{g.key}: {g.given}  (computed: {expected} from "
@@ -151,6 +166,12 @@ def where_to_look(p: Puzzle, g: questions.Grade, *, how: bool = True) -> list[st
 
 
 def _reveal(console: Console, p: Puzzle, ev: Any, key: str) -> None:
+    from rich.text import Text
+
+    from perflab.puzzles import questions
+    from perflab.puzzles.engine import progress
+    from perflab.report import summary as render
+
     computed = questions.compute(p.find_question(key), ev)
     with progress.ProgressDB() as db:
         db.add_event(p.id, "reveal", key)

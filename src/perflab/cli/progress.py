@@ -4,11 +4,9 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.table import Table
 
 from perflab.cli.common import confirm
 from perflab.cli.common import console as make_console
-from perflab.puzzles.engine import catalog, progress
 
 SCHEMA = "perflab.progress/1"
 
@@ -18,6 +16,10 @@ def progress_cmd(reset: bool = typer.Option(False, "--reset", help="erase all pr
                  as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.progress/1)"),
                  ) -> None:
     """What you solved: answers, hints, checks, runs."""
+    from rich.table import Table
+
+    from perflab.puzzles.engine import catalog, progress
+
     if reset:
         if not yes and not confirm("Erase all progress and run history?"):
             print("kept")

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.markdown import Markdown
-from rich.table import Table
-from rich.text import Text
 
 from perflab.errors import PerflabError
-from perflab.puzzles.engine import catalog, progress, replay, runner, workspace
-from perflab.puzzles.engine.spec import Puzzle, display_path
+from perflab.paths import display_path
 from perflab.cli.common import confirm, fail, openable
 from perflab.cli.common import console as console_
-from perflab.report import summary as render
+
+if TYPE_CHECKING:  # each command imports what it runs, when it runs (perflab --help and list stay light)
+    from rich.console import Console
+
+    from perflab.puzzles.engine.spec import Puzzle
 
 VARIANTS = ("slow", "solution", "mine")
 
@@ -34,6 +32,12 @@ def _gpu_words(p: Puzzle) -> str:
 def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles tagged with this taxonomy id"),
              as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.list/1)")) -> None:
     """The catalog in curriculum order."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from perflab.puzzles.engine import catalog, progress, replay
+
     puzzles = catalog.load_catalog()
     if tag:
         puzzles = catalog.with_tag(puzzles, tag)
@@ -68,6 +72,11 @@ def list_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="only puzzles
 
 def show_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     """The story, the question, and which tool to use and what to look at."""
+    from rich.markdown import Markdown
+    from rich.text import Text
+
+    from perflab.puzzles.engine import catalog, replay
+
     p = catalog.get(puzzle_id)
     console = console_()
     console.print(Text(f"{p.title}  [{p.id}, level {p.level}]", style="bold"))
@@ -99,6 +108,9 @@ def run_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
             fix: Optional[Path] = typer.Option(None, "--fix", help="the file for --variant mine"),
             as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.run/1)")) -> None:
     """Profile a variant and print its evidence summary (a replay of the recording without a GPU)."""
+    from perflab.puzzles.engine import catalog, progress, runner
+    from perflab.report import summary as render
+
     p = catalog.get(puzzle_id)
     if variant not in VARIANTS + p.stages:
         raise PerflabError(f"unknown variant {variant!r}: use {', '.join(('slow', 'solution', *p.stages))} or mine")
@@ -153,6 +165,8 @@ def _with_progress(console: Console, description: str, work: Any) -> Any:
 
 def start_cmd(puzzle_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Copy the starter into ./perflab-work/ID/fix.py (never overwrites)."""
+    from perflab.puzzles.engine import catalog, progress, workspace
+
     p = catalog.get(puzzle_id)
     path, created = workspace.start(p)
     if created:
@@ -168,7 +182,9 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
               seed: Optional[int] = typer.Option(None, "--seed", help="input seed (default: fresh random)"),
               as_json: bool = typer.Option(False, "--json", help="one JSON object (schema perflab.check/1)")) -> None:
     """Check a fix: correct on fresh inputs, faster (95 % CI above the bar), planted finding gone."""
-    from perflab.puzzles.engine import checker
+    from rich.text import Text
+
+    from perflab.puzzles.engine import catalog, checker, progress, runner, workspace
 
     p = catalog.get(puzzle_id)
     device = runner.require_device(p, "perflab check")
@@ -193,6 +209,10 @@ def check_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 
 
 def _render_check(console: Console, r: Any) -> None:
+    from rich.text import Text
+
+    from perflab.report import summary as render
+
     def mark(ok: bool) -> tuple[str, str]:
         return ("✓ ", "green") if ok else ("✗ ", "red")
 
@@ -226,6 +246,8 @@ def _render_check(console: Console, r: Any) -> None:
 def hint_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
              n: Optional[int] = typer.Argument(None, help="which hint (default: the next one)")) -> None:
     """Hints in order, from the timeline to the cause."""
+    from perflab.puzzles.engine import catalog, progress
+
     p = catalog.get(puzzle_id)
     if not p.hints:
         raise PerflabError(f"{p.id} has no hints")
@@ -243,6 +265,8 @@ def hint_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 def solution_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
                  yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before spoiling")) -> None:
     """Print the solution (asks first)."""
+    from perflab.puzzles.engine import catalog, progress
+
     p = catalog.get(puzzle_id)
     if not yes and not confirm(f"Show the solution of {p.id}? It spoils the puzzle"):
         print("not shown")

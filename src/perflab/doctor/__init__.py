@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perflab.doctor.finding import Finding, Report
 from perflab.doctor.finding import rank as rank_findings
 from perflab.doctor.shared_time import share_lost_time
 from perflab.errors import PerflabError, UnreadableInput
 from perflab.trace import sniff
-from perflab.trace.model import Trace
+
+if TYPE_CHECKING:  # numpy comes with the first trace read, not with `import perflab.doctor` (the puzzle catalog)
+    from perflab.trace.model import Trace
 
 __all__ = ["diagnose", "diagnose_trace", "Report", "Finding"]
 
@@ -32,6 +35,8 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
     .nsys-rep/.qdrep through `nsys export`), an ncu report, a memory snapshot or a serving record (perflab's engine
     log, a vLLM or SGLang serving benchmark result). `nvtx_steps`: which NVTX
     ranges of an nsys export are steps ("auto", a regular expression, or None)."""
+    from perflab.trace.model import Trace
+
     if isinstance(path_or_trace, Trace):
         return diagnose_trace([path_or_trace], rank=rank, step=step)
     path = Path(path_or_trace)

@@ -17,7 +17,7 @@ from perflab.trace import plausible
 from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
-from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace
+from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace, bounded_names
 from perflab.trace.sniff import open_binary
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
@@ -45,6 +45,8 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
 
 
 def _read(path: Path, block_size: int) -> tuple[ColumnBuilder, dict[str, Any]]:
+    # by the size on disk: counting a .gz by its decompressed size put both cores on it, which measured slower
+    # (+23 % wall) and 9 % more memory on a 146 MB trace on this 2-core machine (perf branch, 2026-11-27)
     workers = worker_count(path.stat().st_size)
     if workers > 1:
         try:
@@ -127,7 +129,8 @@ def _short(exc: Exception) -> str:
 
 def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> Trace:
     columns, flows = builder.finish()
-    steps = np.fromiter((bool(STEP_RE.search(n)) for n in builder.names.table()), bool)  # any era's category
+    names, full_names = bounded_names(builder.names.table())
+    steps = np.fromiter((bool(STEP_RE.search(n)) for n in names), bool)  # any era's category
     annotation = (columns["kind"] == USER_ANNOTATION) | (steps[columns["name"]] if steps.size else False)
     valid, reasons = plausible.screen(columns["ts"], columns["dur"], annotation)
     implausible = plausible.summary(int(np.count_nonzero(valid)), reasons)
@@ -149,9 +152,10 @@ def _assemble(builder: ColumnBuilder, meta_doc: dict[str, Any], path: Path) -> T
         implausible=implausible,
         n_events=builder.n_events,
         thread_names={-2 - i: name for i, name in enumerate(builder.thread_names.table())},
+        long_names=len(full_names),
     )
     trace = Trace(
-        names=builder.names.table(), cats=builder.cats.table(), shapes=builder.shapes.text_table(),
+        names=names, full_names=full_names, cats=builder.cats.table(), shapes=builder.shapes.text_table(),
         dtypes=builder.dtypes.text_table(), concretes=builder.concretes.text_table(), flows=flows, meta=meta, **columns,
     )
     trace.meta["device_name"] = _device_name(trace)

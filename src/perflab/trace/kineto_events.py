@@ -209,39 +209,71 @@ class ColumnBuilder:
         linked = ~host_op                                   # runtime, GPU work, syncs, the rest
         shaped = kind == CPU_OP  # every op's shapes feed the work model (analysis/op_work.py)
         # HTA counts any event with an integer stream arg as GPU work (inductor's cpu_ops carry one).
-        p["stream"].append(_field(list(map(attrgetter("args"), ev)), "stream", np.int64, _to_int))
-        p["correlation"].append(self._group(ev, linked, "correlation", np.int64, -1, _to_int))
-        p["device"].append(self._group(ev, gpu, "device", np.int64, -1, _to_int))
-        external = self._group(ev, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int)
+        args = list(map(attrgetter("args"), ev))  # once: every args column below reads from this list
+        p["stream"].append(_field(args, "stream", np.int64, _to_int))
+        p["correlation"].append(self._group(args, linked, "correlation", np.int64, -1, _to_int))
+        p["device"].append(self._group(args, gpu, "device", np.int64, -1, _to_int))
+        external = self._group(args, gpu | (kind == CPU_OP), "external_id", np.int64, -1, _to_int)
         lower = gpu & (external < 0)
         if lower.any():
-            external[lower] = self._group(ev, lower, "external_id_2021", np.int64, -1, _to_int)[lower]
+            external[lower] = self._group(args, lower, "external_id_2021", np.int64, -1, _to_int)[lower]
         p["external_id"].append(external)
-        p["nbytes"].append(self._group(ev, gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
-        p["grid"].append(self._group(ev, kind == KERNEL, "grid", np.int64, -1, _dims_product, convert_all=True))
-        p["block"].append(self._group(ev, kind == KERNEL, "block", np.int64, -1, _dims_product, convert_all=True))
-        p["shape"].append(self._group(ev, shaped, "input_dims", np.int32, -1, self._raw_id(self.shapes), True))
-        p["dtype"].append(self._group(ev, shaped, "input_type", np.int32, -1, self._raw_id(self.dtypes), True))
-        p["concrete"].append(self._group(ev, shaped, "concrete_inputs", np.int32, -1, self._raw_id(self.concretes), True))
+        p["nbytes"].append(self._group(args, gpu & (kind != KERNEL), "bytes", np.float64, NAN, _to_float))
+        kernels = kind == KERNEL
+        p["grid"].append(self._dims(args, kernels, "grid"))
+        p["block"].append(self._dims(args, kernels, "block"))
+        p["shape"].append(self._raw_ids(args, shaped, "input_dims", self.shapes))
+        p["dtype"].append(self._raw_ids(args, shaped, "input_type", self.dtypes))
+        p["concrete"].append(self._raw_ids(args, shaped, "concrete_inputs", self.concretes))
 
     @staticmethod
-    def _raw_id(table: _Interner):
-        def convert(raw: msgspec.Raw) -> int:
-            text = bytes(raw)
-            return table[text] if text else -1
-        return convert
-
-    @staticmethod
-    def _group(ev: list[Event], mask: np.ndarray, field: str, dtype, fill, convert, convert_all=False) -> np.ndarray:
-        """An args column read only for the events where mask holds, `fill` elsewhere."""
-        out = np.full(len(ev), fill, dtype=dtype)
+    def _raw_ids(all_args: list[Args], mask: np.ndarray, field: str, table: _Interner) -> np.ndarray:
+        """Ids in `table` of a raw JSON arg's text where mask holds and the arg is present, -1 elsewhere (the
+        passes run in C: bytes of each value, their lengths, the interning of the present ones)."""
+        out = np.full(len(all_args), -1, dtype=np.int32)
         if not mask.any():
             return out
-        args = list(map(attrgetter("args"), compress(ev, mask.tolist())))
+        texts = list(map(bytes, map(attrgetter(field), compress(all_args, mask.tolist()))))
+        present = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) > 0
+        if present.any():
+            ids = np.full(len(texts), -1, dtype=np.int32)
+            kept = list(compress(texts, present.tolist()))
+            ids[present] = np.fromiter(map(table.__getitem__, kept), dtype=np.int32, count=len(kept))
+            out[mask] = ids
+        return out
+
+    @staticmethod
+    def _group(all_args: list[Args], mask: np.ndarray, field: str, dtype, fill, convert, convert_all=False
+               ) -> np.ndarray:
+        """An args column read only for the events where mask holds, `fill` elsewhere."""
+        out = np.full(len(all_args), fill, dtype=dtype)
+        if not mask.any():
+            return out
+        args = list(compress(all_args, mask.tolist()))
         if convert_all:
             out[mask] = np.fromiter(map(convert, map(attrgetter(field), args)), dtype=dtype, count=len(args))
         else:
             out[mask] = _field(args, field, dtype, convert)
+        return out
+
+    @staticmethod
+    def _dims(all_args: list[Args], mask: np.ndarray, field: str) -> np.ndarray:
+        """The product of a kernel's grid or block dims, -1 where absent or out of range; one array operation
+        when every kernel has the same number of dims (as Kineto writes them), else one call per kernel."""
+        out = np.full(len(all_args), -1, dtype=np.int64)
+        if not mask.any():
+            return out
+        dims = list(map(attrgetter(field), compress(all_args, mask.tolist())))
+        try:
+            table = np.array(dims, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):  # None, ragged lists
+            table = None
+        if table is None or table.ndim != 2 or table.shape[1] == 0:
+            out[mask] = np.fromiter(map(_dims_product, dims), dtype=np.int64, count=len(dims))
+            return out
+        exact = table.prod(axis=1)
+        approx = table.astype(np.float64).prod(axis=1)  # the int64 product wraps where this one does not
+        out[mask] = np.where((approx >= 0) & (approx < float(1 << 62)) & (exact >= 0), exact, -1)
         return out
 
     def _add_flows(self, ev: list[Event]) -> None:

@@ -15,13 +15,14 @@ import io
 import multiprocessing as mp
 import os
 import re
+from collections import deque
 from pathlib import Path
 
 from perflab.trace.json_stream import SYNTAX_ERRORS, EventStream, NotATrace, is_object_tail
 from perflab.trace.kineto_events import ColumnBuilder
 from perflab.trace.sniff import open_binary
 
-# Below this many bytes on disk the sequential reader is faster than starting workers.
+# Below this many bytes of JSON the sequential reader is faster than starting workers.
 PARALLEL_MIN_BYTES = 48 << 20
 TASKS_PER_WORKER = 4
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -35,8 +36,21 @@ class BadCut(Exception):
     """A worker could not decode its part; read sequentially instead."""
 
 
-def worker_count(size_on_disk: int) -> int:
-    if size_on_disk < PARALLEL_MIN_BYTES or os.environ.get("PERFLAB_READER_PROCESSES") == "1":
+def json_size(path: Path) -> int:
+    """Bytes of JSON the reader will decode: for a gzip file its trailer's length (mod 2**32, so never less than
+    the compressed size: a file whose JSON wraps past 4 GiB is far above the threshold either way)."""
+    size = path.stat().st_size
+    if size < 18:
+        return size
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            return size
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
+
+
+def worker_count(json_bytes: int) -> int:
+    if json_bytes < PARALLEL_MIN_BYTES or os.environ.get("PERFLAB_READER_PROCESSES") == "1":
         return 1
     try:
         available = len(os.sched_getaffinity(0))
@@ -161,10 +175,6 @@ def _gzip_tasks(stream: EventStream, per_task: int):
         yield b'{"traceEvents":[' + b",".join(batch) + b"]}"
 
 
-def _decode_document(task: tuple[bytes, int]) -> dict:
-    return _decode(*task)
-
-
 def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBuilder, bytes]:
     """(columns of all events, the metadata document). Raises BadCut to ask for the sequential reader."""
     builder = ColumnBuilder()
@@ -175,9 +185,15 @@ def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBu
             with open_binary(path) as fh:
                 stream = EventStream(fh, block_size)
                 try:
-                    tasks = ((doc, block_size) for doc in _gzip_tasks(stream, 8 << 20))
-                    for part in pool.imap(_decode_document, tasks):
-                        builder.absorb(part)
+                    # at most two blocks per worker in flight: Pool.imap would decompress the whole file ahead
+                    # of the workers and hold it in the parent
+                    pending: deque = deque()
+                    for doc in _gzip_tasks(stream, 8 << 20):
+                        pending.append(pool.apply_async(_decode, (doc, block_size)))
+                        if len(pending) >= 2 * workers:
+                            builder.absorb(pending.popleft().get())
+                    while pending:
+                        builder.absorb(pending.popleft().get())
                 except NotATrace:
                     raise BadCut("no traceEvents array") from None
                 return builder, stream.metadata_document()

@@ -5,6 +5,7 @@ tables and referenced by integer ids; every other column is a numpy array of the
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -43,6 +44,24 @@ PROGRAM_KEY = "perflab_program"
 
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
+# The longest name an analysis reads whole. Real kernel names reach ~5 KB (templated CUTLASS/cuDNN); a longer one
+# is held once, in full, in Trace.full_names, and the name table holds its first NAME_LIMIT characters and a
+# digest of the whole, so every analysis (a regular expression per distinct name, a table, a diff by name) costs
+# what it does for a name of ordinary length and two distinct long names stay distinct.
+NAME_LIMIT = 16384
+
+
+def bounded_names(names: list[str]) -> tuple[list[str], dict[int, str]]:
+    """The name table with names over NAME_LIMIT characters shortened, and those names in full by id."""
+    full = {i: n for i, n in enumerate(names) if len(n) > NAME_LIMIT}
+    if not full:
+        return names, full
+    table = list(names)
+    for i, n in full.items():
+        digest = hashlib.blake2b(n.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        table[i] = f"{n[:NAME_LIMIT]}… [{len(n)} characters, {digest}]"
+    return table, full
+
 
 @dataclass
 class Trace:
@@ -74,6 +93,7 @@ class Trace:
     # registers, shared memory; see docs/CONTRACTS.md); each has the length of the trace
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    full_names: dict[int, str] = field(default_factory=dict)  # names over NAME_LIMIT, whole, by id (bounded_names)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +119,11 @@ class Trace:
 
     def name_of(self, row: int) -> str:
         return self.names[int(self.name[row])]
+
+    def full_name_of(self, row: int) -> str:
+        """The name as the file wrote it, however long (names[] holds long ones shortened)."""
+        i = int(self.name[row])
+        return self.full_names.get(i, self.names[i])
 
     def name_table_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Boolean per row: predicate evaluated once per distinct name."""

@@ -15,12 +15,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from perflab.errors import NeedsGPU, PerflabError
-from perflab.puzzles.engine import kinds, replay, stats
+from perflab.puzzles.engine import kinds, replay
 from perflab.puzzles.engine.spec import Puzzle, display_path
 from perflab.toolkit.scaling import multi_node
+
+if TYPE_CHECKING:  # numpy only where a run is timed
+    from perflab.puzzles.engine import stats
 
 OnStep = Callable[[int, int], None]
 _module_ids = itertools.count()

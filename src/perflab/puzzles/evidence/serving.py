@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import serving
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import checker, runner
 from perflab.puzzles.engine.kinds import Checking, Kind, Recording, register
@@ -58,6 +57,8 @@ def serve_timed(module: Any, state: Any, source: Path, warmup: bool = True) -> d
 
 def record_serving(puzzle: Puzzle, device: str, out_dir: Path, seed: int = 0) -> dict[str, Any]:
     """serving.json's content: both variants served and timed on `device`."""
+    from perflab.analysis import serving
+
     variants: dict[str, Any] = {}
     for variant in ("slow", "solution"):
         source = puzzle.file(variant)
@@ -80,7 +81,7 @@ def record_serving(puzzle: Puzzle, device: str, out_dir: Path, seed: int = 0) ->
 
 def summary(log: dict[str, Any]) -> dict[str, Any]:
     """analysis/serving.py's summary and the decode stalls' numbers (analysis/serving_stalls.py), flat."""
-    from perflab.analysis import serving_stalls
+    from perflab.analysis import serving, serving_stalls
 
     stalls = serving_stalls.stalls(serving_stalls.from_engine_log(log))
     steps = stalls.pop("steps", {})

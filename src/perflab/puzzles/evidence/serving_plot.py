@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import serving
 
 COLORS = {"slow": "tab:red", "solution": "tab:blue"}
 LABELS = {"slow": "slow (workload)", "solution": "solution"}
@@ -22,6 +21,7 @@ def _cdf(ax: Any, values: list[float], color: str, label: str) -> None:
 
 
 def plot(doc: dict[str, Any], path: Path, title: str = "") -> Path:
+    from perflab.analysis import serving
     from perflab.report.plotting import pyplot
 
     plt = pyplot()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.analysis.matmul_work import dominant_path
 from perflab.errors import PerflabError
 from perflab.puzzles.questions.registry import Computed, analysis
 from perflab.puzzles.questions.roofline import recorded_ceilings_doc
@@ -50,6 +49,8 @@ def gemm_speed_of_light(ev: Any, field: str = "pct_of_ceiling", variant: str = "
     where = f"the recorded {variant} trace"
     if not work["by_path"]:
         raise PerflabError(f"no matrix multiply with recorded shapes in {where} (profile with record_shapes=True)")
+    from perflab.analysis.matmul_work import dominant_path
+
     path = path or dominant_path(work)
     if path not in work["by_path"]:
         raise PerflabError(f"no {path} matrix multiply in {where} (paths: {', '.join(sorted(work['by_path']))})")
