@@ -103,6 +103,8 @@ def multirank(ranks: list[RankView], chosen: RankView) -> dict:
     """analysis.collectives.multirank_summary, from the summaries; sets the report rank's collectives (with
     their transfer and wait) for the job rules and top_collectives."""
     if not any(len(r) for r in ranks) and len(ranks) < 2:
+        for r in ranks:  # the job rules still read the rank's (empty) collectives
+            r.cache.setdefault("collectives", r.collective_dicts())
         return {}
     ids = _match_ids(ranks)
     n = max((int(i.max()) + 1 for i in ids if i.size), default=0)
