@@ -104,7 +104,7 @@ def summary_key(content: str, step: int | None) -> str:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """perflab's own source, hashed (a summary holds findings: a change of any rule must not read old ones)."""
+    """perflab's own source, hashed (a rank's report holds findings: a change of any rule must not read old ones)."""
     import perflab
 
     root = Path(perflab.__file__).resolve().parent
