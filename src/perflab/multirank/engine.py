@@ -69,6 +69,7 @@ class Engine:
     def __init__(self, how: Plan, step: int | None = None) -> None:
         self.how, self.step = how, step
         self.client = self.cluster = None
+        self.reports: dict[str, dict] = {}
 
     def __enter__(self) -> "Engine":
         if self.how.mode == "local":
@@ -93,41 +94,53 @@ class Engine:
         if self.cluster is not None:
             self.cluster.close()
 
-    def summaries(self, files: list[str], progress: Progress | None = None) -> list[dict]:
-        """Every file's summary, in the order of `files`."""
+    def summaries(self, files: list[str], progress: Progress | None = None, report_of: str | None = None) -> list[dict]:
+        """Every file's summary, in the order of `files`; `report_of`: a file whose rank's own report is made in
+        the same pass (the likely report rank: one trace read, not two, where the guess is right)."""
         if self.client is None:
             out = []
             for n, f in enumerate(files, 1):
-                out.append(rank_summary(f, self.step)["summary"])
+                got = rank_summary(f, self.step, f == report_of)
+                out.append(self._keep(f, got))
                 if progress:
                     progress(n, len(files))
             return out
         from distributed import as_completed
 
-        futures = self.client.map(rank_summary, files, step=self.step, pure=False, retries=RETRIES)
+        # one task per rank: a rank is seconds of work against milliseconds of scheduling, and its result is the
+        # small summary (the trace never leaves the worker)
+        futures = self.client.map(rank_summary, files, [self.step] * len(files), [f == report_of for f in files],
+                                  pure=False, retries=RETRIES)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
         for n, fut in enumerate(as_completed(futures), 1):
-            out[index[fut.key]] = _result(fut, files[index[fut.key]])
+            out[index[fut.key]] = _result(fut, files[index[fut.key]], self._keep)
             fut.release()
             if progress:
                 progress(n, len(files))
         return out
 
+    def _keep(self, path: str, got: dict) -> dict:
+        if got.get("report") is not None:
+            self.reports[path] = got["report"]
+        return got["summary"]
+
     def report(self, path: str) -> dict:
-        """The rank's own report (from the cache where the summary was made there)."""
+        """The rank's own report (kept from the summaries' pass, or from the cache where the summary was made)."""
+        if path in self.reports:
+            return self.reports[path]
         if self.client is None:
             return rank_summary(path, self.step, True)["report"]
         fut = self.client.submit(rank_summary, path, self.step, True, pure=False, retries=RETRIES)
         return fut.result()["report"]
 
 
-def _result(fut, path: str) -> dict:
+def _result(fut, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
     """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
     from distributed import KilledWorker
 
     try:
-        return fut.result()["summary"]
+        return keep(path, fut.result())
     except KilledWorker:
         from perflab.multirank.tasks import unreadable
 
