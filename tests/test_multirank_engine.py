@@ -88,3 +88,21 @@ def test_each_trace_is_read_once_when_the_report_rank_is_the_first_file(tmp_path
     report = diagnose_folder(str(folder), rank=rank)
     assert len(read) == reads and report.source["ranks"] == [0, 1, 2]
     assert report.source["rank"] == (rank or 0)
+
+
+def test_little_work_or_cached_summaries_stay_in_this_process(tmp_path, monkeypatch):
+    """64 ranks of 2 MB: less work than a cluster's start saves on 2 cores; once summarized, nothing to split."""
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.delenv("PERFLAB_WORKERS", raising=False)
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert engine.plan(_files(tmp_path, 64, 2 << 20)).mode == "in-process"
+    big = _files(tmp_path / "big", 16, 40 << 20) if (tmp_path / "big").mkdir() is None else []
+    assert engine.plan(big).mode == "local"
+    from perflab.multirank import store
+
+    for f in big:  # as a first run leaves them
+        key = store.summary_key(store.content_key(f), None)
+        store.write_cached(key, "summary", {"schema": "x"})
+    assert engine.plan(big).mode == "in-process"
+    assert engine.plan(big, step=3).mode == "local"  # another step's summaries are other summaries

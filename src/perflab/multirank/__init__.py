@@ -19,7 +19,7 @@ def diagnose_folder(folder: str, *, rank: int | None = None, step: int | None = 
     from perflab.multirank.store import list_folder
 
     files = list_folder(str(folder))
-    how = plan(files, scheduler)
+    how = plan(files, scheduler, step)
     if on_plan:
         on_plan(how)
     with Engine(how, step) as engine:
