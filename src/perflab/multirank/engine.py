@@ -78,11 +78,18 @@ class Engine:
 
     def __enter__(self) -> "Engine":
         if self.how.mode == "local":
+            import dask
             from distributed import Client, LocalCluster
 
-            self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
-                                        memory_limit=self.how.memory_per_worker, dashboard_address=None,
-                                        silence_logs=50)
+            # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536: every freed column of a rank goes back to the
+            # system and the next rank faults it in again, 10-15% more CPU per rank (7x the page faults,
+            # docs/multirank/benchmark.md); a rank's memory is freed whole when its task ends either way
+            spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+                         if k != "MALLOC_TRIM_THRESHOLD_"}
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}):
+                self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
+                                            memory_limit=self.how.memory_per_worker, dashboard_address=None,
+                                            silence_logs=50)
             self.client = Client(self.cluster)
         elif self.how.mode == "scheduler":
             from distributed import Client
