@@ -9,8 +9,10 @@ Jobs come from benchmarks/multirank_jobs.py (a planted straggler, the last rank,
 2 and 3). Every measured run is a fresh `python -m perflab doctor FOLDER --json` child of this small process,
 with an empty cache; the peak memory of the client and of every process it starts (the Dask workers) is read
 from /proc/PID/status VmHWM while they run. --single also runs today's single-process path
-(perflab.doctor.diagnose, every rank's trace in one process); --hta runs HTA 0.5.0's TraceAnalysis on the same
-folder (its virtual environment as benchmarks/doctor_vs_hta.py makes it).
+(perflab.doctor.diagnose, every rank's trace in one process) and the summary path in one process, both through
+the Python API (the CLI starts slower than `import perflab.doctor`); --hta runs HTA 0.5.0's TraceAnalysis on
+the same folder (its virtual environment as benchmarks/doctor_vs_hta.py makes it; the worker column is then
+its parser's process pool).
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ ta.get_temporal_breakdown(visualize=False)
 ta.get_comm_comp_overlap(visualize=False)
 '''
 SINGLE = "import sys; from perflab.doctor import diagnose; r = diagnose(sys.argv[1]); print(r.analyses['multigpu']['straggler'])"
+# the summary path in this process through the same API (the CLI's own start costs ~1.5 s more than this import)
+SUMMARIES = ("import sys; from perflab.multirank import diagnose_folder; r = diagnose_folder(sys.argv[1]); "
+             "print(r.analyses['multigpu']['straggler'])")
 
 
 def _children(pid: int) -> list[int]:
@@ -82,11 +87,15 @@ def measured(cmd: list[str], env: dict) -> tuple[float, float, dict[int, float],
             time.sleep(0.05)
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()
-    out, _ = proc.communicate()
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     done.set()
     watcher.join()
     client = peaks.pop(proc.pid, 0.0)
+    if not any(peaks.values()):  # no process of its own: its exact peak (sampling may miss one just before exit;
+        client = max(client, usage.ru_maxrss / 1024)  # with workers ru_maxrss would be the largest of them)
     return wall, client, {p: m for p, m in peaks.items() if m > 0}, out.decode(), proc.returncode
 
 
@@ -101,17 +110,18 @@ def doctor_run(folder: Path, workers: int | None, cache: Path, src: Path = ROOT 
     return {"wall_s": wall, "client_mb": client, "worker_mb": big, "straggler": straggler}
 
 
-def single_run(folder: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PERFLAB_READER_PROCESSES": "1"}
-    wall, client, _, out, rc = measured([sys.executable, "-c", SINGLE, str(folder)], env)
+def single_run(folder: Path, code: str = SINGLE) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PERFLAB_READER_PROCESSES": "1", "PERFLAB_WORKERS": "0",
+           "PERFLAB_CACHE": tempfile.mkdtemp(prefix="perflab-cache-")}
+    wall, client, _, out, rc = measured([sys.executable, "-c", code, str(folder)], env)
     return {"wall_s": wall, "client_mb": client, "straggler": out.strip() if rc == 0 else f"exit {rc}"}
 
 
 def hta_run(folder: Path, python: Path = HTA_PY) -> dict:
     if not python.exists():
         return {"error": f"no {python} (python benchmarks/doctor_vs_hta.py --no-speed creates it)"}
-    wall, client, _, _, rc = measured([str(python), "-c", HTA_LOAD, str(folder)], dict(os.environ))
-    return {"wall_s": wall, "client_mb": client, "ok": rc == 0}
+    wall, client, others, _, rc = measured([str(python), "-c", HTA_LOAD, str(folder)], dict(os.environ))
+    return {"wall_s": wall, "client_mb": client, "ok": rc == 0, "pool_mb": sorted(others.values(), reverse=True)}
 
 
 def main() -> int:
@@ -146,16 +156,19 @@ def main() -> int:
             print(f"{ranks:5d} {gb:6.2f} {label:>19} {r['wall_s']:7.1f} {r['client_mb']:9.0f} {workers:>24} "
                   f"rank {planted} {found}", flush=True)
         if a.single:
-            r = single_run(folder / "ranks")
-            found = "found" if r["straggler"] == str(planted) else f"NOT found ({r['straggler']})"
-            print(f"{ranks:5d} {gb:6.2f} {'one process':>19} {r['wall_s']:7.1f} {r['client_mb']:9.0f} {'-':>24} "
-                  f"rank {planted} {found}  (today's path: every rank in memory)", flush=True)
+            for code, label, what in ((SUMMARIES, "summaries (API)", "one rank at a time, no CLI"),
+                                      (SINGLE, "one process (API)", "the old path: every rank in memory")):
+                r = single_run(folder / "ranks", code)
+                found = "found" if r["straggler"] == str(planted) else f"NOT found ({r['straggler']})"
+                print(f"{ranks:5d} {gb:6.2f} {label:>19} {r['wall_s']:7.1f} {r['client_mb']:9.0f} {'-':>24} "
+                      f"rank {planted} {found}  ({what})", flush=True)
         if a.hta:
             r = hta_run(folder / "ranks", a.hta_python)
             if "error" in r:
                 print(f"{ranks:5d} {gb:6.2f} {'HTA 0.5.0':>19} {r['error']}")
             else:
-                print(f"{ranks:5d} {gb:6.2f} {'HTA 0.5.0':>19} {r['wall_s']:7.1f} {r['client_mb']:9.0f} {'-':>24} "
+                pool = " ".join(f"{m:.0f}" for m in r["pool_mb"][:4]) or "-"  # its parser's process pool
+                print(f"{ranks:5d} {gb:6.2f} {'HTA 0.5.0':>19} {r['wall_s']:7.1f} {r['client_mb']:9.0f} {pool:>24} "
                       f"{'(loads, temporal breakdown, comm/comp overlap)' if r['ok'] else 'failed'}", flush=True)
     return 0
 
