@@ -4,9 +4,9 @@
     python benchmarks/multirank_phases.py FOLDER --workers 0 1 2 --repeat 3
 
 Each run is a fresh child process with an empty cache (the workers alternate, so a change in the machine's
-load falls on every worker count alike). Per phase: wall seconds and the CPU seconds of this process alone (the
-client: the map's CPU is the workers' when there are workers). On a shared machine wall time is what the other
-users leave: compare the `map` column between worker counts of the same repeat.
+load falls on every worker count alike). Per phase: wall seconds and the CPU seconds of the client process; with
+workers, also the workers' own CPU seconds up to the map's end (their start included). On a shared machine wall
+time is what the other users leave: compare the `map` column between worker counts of the same repeat.
 """
 from __future__ import annotations
 
@@ -39,6 +39,12 @@ def main():
     lap("start")
     summaries = engine.summaries(files, report_of=files[0])
     lap("map")
+    if engine.client is not None:  # the workers' own CPU (their processes live until close)
+        def used():
+            import resource
+            u = resource.getrusage(resource.RUSAGE_SELF)
+            return u.ru_utime + u.ru_stime
+        out["workers_cpu"] = round(sum(engine.client.run(used).values()), 2)
     merge_job(sys.argv[1], summaries, lambda v: engine.report(v.meta["path"]))
     lap("merge")
     engine.__exit__(None, None, None)
@@ -67,7 +73,9 @@ def main() -> int:
                 print(got.stderr.strip().splitlines()[-1], file=sys.stderr)
                 return 1
             phases = json.loads(got.stdout.strip().splitlines()[-1])
-            print(f"{n:6d} {w:7d}  " + "  ".join(f"{wall:9.2f}/{cpu:<7.2f}" for wall, cpu in phases.values()),
+            workers_cpu = phases.pop("workers_cpu", None)
+            print(f"{n:6d} {w:7d}  " + "  ".join(f"{wall:9.2f}/{cpu:<7.2f}" for wall, cpu in phases.values())
+                  + (f"  workers' CPU s (start + map) {workers_cpu:.2f}" if workers_cpu is not None else ""),
                   flush=True)
     return 0
 
