@@ -140,7 +140,8 @@ def main() -> int:
     jobs = ([(n, a.mb or 4.0) for n in a.ranks] if a.ranks else
             [(8, 4.0), (64, 1.0)] if a.quick else [(8, 40.0), (64, 40.0), (256, 40.0)])
     base = a.keep or Path(tempfile.mkdtemp(prefix="perflab-ranks-"))
-    print(f"{'ranks':>5} {'GB':>6} {'engine':>19} {'wall s':>7} {'client MB':>9} {'worker MB (peak each)':>24} straggler")
+    print(f"{'ranks':>5} {'GB':>6} {'engine':>19} {'wall s':>7} {'client MB':>9} "
+          f"{'worker MB (peak each)':>24} straggler")
     for ranks, mb in jobs:
         folder = base / f"job-{ranks}x{mb:g}MB"
         info = json.loads((folder / "job.json").read_text()) if (folder / "job.json").exists() else None

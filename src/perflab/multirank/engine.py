@@ -23,7 +23,7 @@ from perflab.multirank.tasks import rank_summary
 READER_BYTES_PER_FILE_BYTE = 6      # a plain JSON trace in memory, read and analysed (gzip: times its ratio)
 GZIP_RATIO = 10
 # a local cluster pays for itself when the work it splits saves more than starting it costs (spawning the
-# workers, importing perflab in each, closing them: 2-4 s measured on 2 cores, docs/multirank/benchmark.md);
+# workers, importing perflab in each, closing them: 1.5-3.5 s measured on 2 cores, docs/multirank/benchmark.md);
 # one process summarizes about 40 MB of JSON a second
 CLUSTER_START_S = 3.0
 SUMMARY_BYTES_PER_S = 40e6
