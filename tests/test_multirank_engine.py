@@ -67,3 +67,42 @@ def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
 
     entry = engine._result(Died(), "/jobs/rank7.json")["file"]
     assert entry["status"] == "unreadable" and "died" in entry["reason"] and entry["path"] == "/jobs/rank7.json"
+
+
+@pytest.mark.parametrize("rank, reads", [(None, 3), (2, 4)])
+def test_each_trace_is_read_once_when_the_report_rank_is_the_first_file(tmp_path, monkeypatch, rank, reads):
+    """The lowest rank's report is made in the summaries' pass; a named rank's trace is read a second time."""
+    from perflab.multirank import diagnose_folder, tasks
+    from tests.test_multigpu import _folder, _rank
+
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFLAB_WORKERS", "0")
+    folder = _folder(tmp_path, [_rank(0, 3), _rank(1, 3), _rank(2, 3, host_us=5000.0)])
+    read = []
+
+    def counted(path, **kw):
+        read.append(path)
+        return summarize_file(path, **kw)
+    summarize_file = tasks.summarize_file
+    monkeypatch.setattr(tasks, "summarize_file", counted)
+    report = diagnose_folder(str(folder), rank=rank)
+    assert len(read) == reads and report.source["ranks"] == [0, 1, 2]
+    assert report.source["rank"] == (rank or 0)
+
+
+def test_little_work_or_cached_summaries_stay_in_this_process(tmp_path, monkeypatch):
+    """64 ranks of 2 MB: less work than a cluster's start saves on 2 cores; once summarized, nothing to split."""
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.delenv("PERFLAB_WORKERS", raising=False)
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert engine.plan(_files(tmp_path, 64, 2 << 20)).mode == "in-process"
+    big = _files(tmp_path / "big", 16, 40 << 20) if (tmp_path / "big").mkdir() is None else []
+    assert engine.plan(big).mode == "local"
+    from perflab.multirank import store
+
+    for f in big:  # as a first run leaves them
+        key = store.summary_key(store.content_key(f), None)
+        store.write_cached(key, "summary", {"schema": "x"})
+    assert engine.plan(big).mode == "in-process"
+    assert engine.plan(big, step=3).mode == "local"  # another step's summaries are other summaries

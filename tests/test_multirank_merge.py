@@ -149,7 +149,7 @@ def test_summary_is_small_and_versioned(tmp_path):
 
     f = sorted(REAL.iterdir())[0] if REAL.is_dir() else sorted(RECORDED[-1].iterdir())[0]
     s = rank_summary(str(f))["summary"]
-    assert s["schema"] == "perflab.rank-summary/2" and s["file"]["status"] == "read"
+    assert s["schema"] == "perflab.rank-summary/3" and s["file"]["status"] == "read"
     assert len(json.dumps(s)) < f.stat().st_size  # smaller than the gzipped trace itself
     assert store.read_cached(store.summary_key(store.content_key(str(f)), None), "summary") == s
 

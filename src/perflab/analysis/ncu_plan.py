@@ -222,9 +222,11 @@ def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> 
         notes.append("no steps in the trace: launches before it are not counted (ncu may land on an earlier launch)")
     index_in_steps = int(np.count_nonzero(after[:chosen]))
     skip = int(round(steps_before * per_step)) + index_in_steps
+    key = template_key(kernel)
     names = {trace.names[int(i)] for i in np.unique(trace.name[matches])}
-    others = sorted(n for n in names if template_key(n) != template_key(kernel))
-    differ = [r for r in in_step.tolist() if template_key(trace.name_of(r)) != template_key(kernel)
+    others = sorted(n for n in names if template_key(n) != key)
+    same = {int(n): template_key(trace.names[int(n)]) == key for n in np.unique(trace.name[in_step])}  # per name
+    differ = [r for r in in_step.tolist() if not same[int(trace.name[r])]
               or int(trace.grid[r]) != grid or int(trace.block[r]) != block]
     count = 1
     if differ:

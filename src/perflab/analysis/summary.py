@@ -12,14 +12,17 @@ from perflab.analysis.windows import Windows, analysis_windows, profiler_steps, 
 from perflab.trace.model import Trace
 
 
+def step_time_us(trace: Trace, windows: Windows) -> float:
+    """The analysed step's time: the median profiler step where the windows are the steps, else the windows'
+    total (the one number of the evidence summary most rules read, without its kernel classification)."""
+    return float(np.median(step_times(trace))) if windows.kind == "steps" else windows.total
+
+
 def evidence_summary(trace: Trace, windows: Windows | None = None) -> dict:
     windows = windows or analysis_windows(trace)
     n_steps = len(profiler_steps(trace)) if windows.kind == "steps" else (1 if windows.kind == "step" else 0)
     span_us = windows.hi - windows.lo
-    if windows.kind == "steps":
-        step_us = float(np.median(step_times(trace)))
-    else:
-        step_us = windows.total
+    step_us = step_time_us(trace, windows)
     gaps = analyze_gaps(trace, windows)
     launches = launch_stats(trace, windows)
     breakdown = kernel_breakdown(trace, windows, top=50)

@@ -10,7 +10,7 @@ from perflab.analysis.kernels import kernel_breakdown
 from perflab.analysis.launches import launch_stats
 from perflab.analysis.memcpy import copies
 from perflab.analysis.overlap import overlaps
-from perflab.analysis.summary import evidence_summary
+from perflab.analysis.summary import evidence_summary, step_time_us
 from perflab.analysis.syncs import sync_summary
 from perflab.analysis.timeline import busy_idle
 from perflab.analysis.windows import Windows, analysis_windows, trace_origin
@@ -36,9 +36,9 @@ class Context:
     def n_steps(self) -> int:
         return max(len(self.windows.steps), 1)
 
-    @property
+    @cached_property
     def step_ms(self) -> float:
-        return self.summary["step_time_ms"]
+        return step_time_us(self.trace, self.windows) / 1e3  # = summary["step_time_ms"], without the summary
 
     def rank_windows(self, trace: Trace) -> Windows:
         """The analysis windows of one of `ranks`: this rank's, or another's for the same step."""

@@ -19,9 +19,10 @@ def diagnose_folder(folder: str, *, rank: int | None = None, step: int | None = 
     from perflab.multirank.store import list_folder
 
     files = list_folder(str(folder))
-    how = plan(files, scheduler)
+    how = plan(files, scheduler, step)
     if on_plan:
         on_plan(how)
     with Engine(how, step) as engine:
-        summaries = engine.summaries(files, progress)
+        # the report is about the lowest rank unless one is named: most often the first file
+        summaries = engine.summaries(files, progress, report_of=files[0] if rank is None and files else None)
         return merge_job(str(folder), summaries, lambda view: engine.report(view.meta["path"]), rank=rank)

@@ -1,13 +1,14 @@
 """Run the per-rank pass over a folder's files: in this process, on a local Dask cluster, or on an existing one.
 
-In-process for a handful of small files (starting workers would cost more than it saves) or where Dask is not
-installed; otherwise a local cluster of processes, one thread each (the reader holds the GIL), as many as the
-cores, the memory (a rank's reader needs about READER_BYTES_PER_FILE_BYTE times its file) and the files allow.
-`scheduler` (or DASK_SCHEDULER_ADDRESS) names an existing cluster: its workers must import this perflab and
-read the same paths (a shared filesystem, or URLs through fsspec). PERFLAB_WORKERS=N forces a local cluster of N
-processes (0: this process). A worker that dies while it reads a rank
-costs that rank a retry on another worker (Dask reschedules its tasks); a file that cannot be read comes back
-as an unreadable entry, as in the single-process doctor.
+In-process where the summaries still to make are too little work for a cluster to pay for its start (their
+bytes, at SUMMARY_BYTES_PER_S, against CLUSTER_START_S; files whose summary is cached count nothing: a second
+run reads summaries) or where Dask is not installed; otherwise a local cluster of processes, one thread each
+(the reader holds the GIL), as many as the cores, the memory (a rank's reader needs about
+READER_BYTES_PER_FILE_BYTE times its file) and the files allow. `scheduler` (or DASK_SCHEDULER_ADDRESS) names an
+existing cluster: its workers must import this perflab and read the same paths (a shared filesystem, or URLs
+through fsspec). PERFLAB_WORKERS=N forces a local cluster of N processes (0: this process). A worker that dies
+while it reads a rank costs that rank a retry on another worker (Dask reschedules its tasks); a file that cannot
+be read comes back as an unreadable entry, as in the single-process doctor.
 """
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ from perflab.errors import PerflabError
 from perflab.multirank import store
 from perflab.multirank.tasks import rank_summary
 
-IN_PROCESS_MAX_FILES = 8
-IN_PROCESS_MAX_BYTES = 64 << 20
 READER_BYTES_PER_FILE_BYTE = 6      # a plain JSON trace in memory, read and analysed (gzip: times its ratio)
 GZIP_RATIO = 10
+# a local cluster pays for itself when the work it splits saves more than starting it costs (spawning the
+# workers, importing perflab in each, closing them: 1.5-3.5 s measured on 2 cores, docs/multirank/benchmark.md);
+# one process summarizes about 40 MB of JSON a second
+CLUSTER_START_S = 3.0
+SUMMARY_BYTES_PER_S = 40e6
 RETRIES = 2
 
 Progress = Callable[[int, int], None]  # (ranks done, ranks in all)
@@ -43,7 +47,7 @@ class Plan:
         return "in this process"
 
 
-def plan(files: list[str], scheduler: str | None = None) -> Plan:
+def plan(files: list[str], scheduler: str | None = None, step: int | None = None) -> Plan:
     address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         _need_dask(address)
@@ -52,14 +56,15 @@ def plan(files: list[str], scheduler: str | None = None) -> Plan:
     if forced.isdigit() and _has_dask():  # 0: in this process; N: a local cluster of N
         n = int(forced)
         return Plan("local", workers=n, memory_per_worker=_available_memory() // n) if n else Plan("in-process")
-    sizes = [_size(f) for f in files]
-    budget = max((_reader_bytes(f, s) for f, s in zip(files, sizes)), default=0)
-    few = len(files) <= IN_PROCESS_MAX_FILES and sum(sizes) <= IN_PROCESS_MAX_BYTES
-    if few or not _has_dask():
-        return Plan("in-process")
+    todo = [f for f in files if not store.summary_cached(f, step)]  # a cached summary is read, not made
+    sizes = [_size(f) for f in todo]
+    budget = max((_reader_bytes(f, s) for f, s in zip(todo, sizes)), default=0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     memory = _available_memory()
-    workers = max(1, min(cores, len(files), memory // max(budget, 1)))
+    workers = max(1, min(cores, len(todo), memory // max(budget, 1)))
+    work_s = sum(_parsed_bytes(f, s) for f, s in zip(todo, sizes)) / SUMMARY_BYTES_PER_S
+    if work_s * (1 - 1 / workers) <= CLUSTER_START_S or not _has_dask():
+        return Plan("in-process")
     return Plan("local", workers=workers, memory_per_worker=memory // workers)
 
 
@@ -69,14 +74,22 @@ class Engine:
     def __init__(self, how: Plan, step: int | None = None) -> None:
         self.how, self.step = how, step
         self.client = self.cluster = None
+        self.reports: dict[str, dict] = {}
 
     def __enter__(self) -> "Engine":
         if self.how.mode == "local":
+            import dask
             from distributed import Client, LocalCluster
 
-            self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
-                                        memory_limit=self.how.memory_per_worker, dashboard_address=None,
-                                        silence_logs=50)
+            # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536: every freed column of a rank goes back to the
+            # system and the next rank faults it in again, 10-15% more CPU per rank (7x the page faults,
+            # docs/multirank/benchmark.md); a rank's memory is freed whole when its task ends either way
+            spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+                         if k != "MALLOC_TRIM_THRESHOLD_"}
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}):
+                self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
+                                            memory_limit=self.how.memory_per_worker, dashboard_address=None,
+                                            silence_logs=50)
             self.client = Client(self.cluster)
         elif self.how.mode == "scheduler":
             from distributed import Client
@@ -93,41 +106,53 @@ class Engine:
         if self.cluster is not None:
             self.cluster.close()
 
-    def summaries(self, files: list[str], progress: Progress | None = None) -> list[dict]:
-        """Every file's summary, in the order of `files`."""
+    def summaries(self, files: list[str], progress: Progress | None = None, report_of: str | None = None) -> list[dict]:
+        """Every file's summary, in the order of `files`; `report_of`: a file whose rank's own report is made in
+        the same pass (the likely report rank: one trace read, not two, where the guess is right)."""
         if self.client is None:
             out = []
             for n, f in enumerate(files, 1):
-                out.append(rank_summary(f, self.step)["summary"])
+                got = rank_summary(f, self.step, f == report_of)
+                out.append(self._keep(f, got))
                 if progress:
                     progress(n, len(files))
             return out
         from distributed import as_completed
 
-        futures = self.client.map(rank_summary, files, step=self.step, pure=False, retries=RETRIES)
+        # one task per rank: a rank is seconds of work against milliseconds of scheduling, and its result is the
+        # small summary (the trace never leaves the worker)
+        futures = self.client.map(rank_summary, files, [self.step] * len(files), [f == report_of for f in files],
+                                  pure=False, retries=RETRIES)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
         for n, fut in enumerate(as_completed(futures), 1):
-            out[index[fut.key]] = _result(fut, files[index[fut.key]])
+            out[index[fut.key]] = _result(fut, files[index[fut.key]], self._keep)
             fut.release()
             if progress:
                 progress(n, len(files))
         return out
 
+    def _keep(self, path: str, got: dict) -> dict:
+        if got.get("report") is not None:
+            self.reports[path] = got["report"]
+        return got["summary"]
+
     def report(self, path: str) -> dict:
-        """The rank's own report (from the cache where the summary was made there)."""
+        """The rank's own report (kept from the summaries' pass, or from the cache where the summary was made)."""
+        if path in self.reports:
+            return self.reports[path]
         if self.client is None:
             return rank_summary(path, self.step, True)["report"]
         fut = self.client.submit(rank_summary, path, self.step, True, pure=False, retries=RETRIES)
         return fut.result()["report"]
 
 
-def _result(fut, path: str) -> dict:
+def _result(fut, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
     """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
     from distributed import KilledWorker
 
     try:
-        return fut.result()["summary"]
+        return keep(path, fut.result())
     except KilledWorker:
         from perflab.multirank.tasks import unreadable
 
@@ -155,9 +180,12 @@ def _size(path: str) -> int:
         return 0
 
 
+def _parsed_bytes(path: str, size: int) -> int:
+    return size * (GZIP_RATIO if path.endswith(".gz") else 1)
+
+
 def _reader_bytes(path: str, size: int) -> int:
-    gz = path.endswith(".gz")
-    return size * READER_BYTES_PER_FILE_BYTE * (GZIP_RATIO if gz else 1) + (256 << 20)
+    return _parsed_bytes(path, size) * READER_BYTES_PER_FILE_BYTE + (256 << 20)
 
 
 def _available_memory() -> int:

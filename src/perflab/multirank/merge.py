@@ -4,8 +4,9 @@ Which files are the job's ranks (kineto_folder.choose_job, on the summaries), th
 group inside a step matched across ranks (analysis/collectives.py: the last rank to arrive has the shortest
 kernel, that duration is the transfer, every other rank's extra time is waiting), each rank's waits and how
 much of them no compute hid (from the uncovered stretches of its collectives), the per-rank table, the
-straggler, then the job's rules (summary.JOB_RULE_MODULES) on the report's rank and its own findings, in the
-order and with the numbers the single-process doctor gives (tests/test_multirank_merge.py holds them equal).
+straggler, then the job's rules (summary.JOB_RULE_MODULES) on the report's rank and its own findings (from its
+report), in the order and with the numbers the single-process doctor gives (tests/test_multirank_merge.py holds
+them equal).
 Memory: the summaries, which grow with the collectives, never with the events.
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ def merge_job(folder: str, summaries: list[dict], report_of: Callable[[RankView]
                         findings=[_finding(f) for f in report["findings"]], analyses=report["analyses"])
         return report
     multi = multirank(ranks, chosen)
-    findings = _findings(chosen, ranks, multi)
+    findings = _findings(chosen, own, ranks, multi)
     analyses = {**own["analyses"]}
     filtered = "filtered" if len({s for r in ranks for s in r.summary["hta"]["step_symbols"]}) >= 2 else "unfiltered"
     analyses["hta"] = {"temporal_breakdown": [r.summary["hta"]["temporal"][filtered] for r in ranks],
@@ -73,13 +74,13 @@ def merge_job(folder: str, summaries: list[dict], report_of: Callable[[RankView]
     return Report(source=source, verdict=text, findings=findings, analyses=plain(analyses))
 
 
-def _findings(chosen: RankView, ranks: list[RankView], multi: dict) -> list[Finding]:
+def _findings(chosen: RankView, own: dict, ranks: list[RankView], multi: dict) -> list[Finding]:
     """The rank's own findings and the job rules' on it, in rule order, ranked; `healthy` as the doctor adds it."""
     from perflab.doctor.registry import rules_for
 
     ctx = SummaryContext(chosen, ranks)
     chosen.cache["multirank"] = multi
-    found = [(f["rule"], _finding(f)) for f in chosen.summary["findings"]]
+    found = [(f["rule"], _finding(f)) for f in own["findings"]]
     for index, rule in enumerate(rules_for("kineto")):
         if rule.__module__ in JOB_RULE_MODULES:
             found += [(index, f) for f in rule(ctx)]
@@ -90,7 +91,7 @@ def _findings(chosen: RankView, ranks: list[RankView], multi: dict) -> list[Find
     idle = 100.0 - chosen.summary.get("gpu_busy_pct", 100.0)  # as doctor.ranked_findings does
     findings = after_system_causes(rank_findings(share_lost_time(rank_findings([f for _, f in found]), idle)), idle)
     if not any(f.severity in ("high", "medium") for f in findings):
-        findings = [_finding(f) for f in chosen.summary["healthy"]] + findings
+        findings = [_finding(f) for f in own["healthy"]] + findings
     return findings
 
 

@@ -119,7 +119,11 @@ class SummaryContext(Context):
 
     @cached_property
     def summary(self) -> dict:
-        return {"step_time_ms": self.trace.summary["steps"]["step_time_ms"]}
+        return {"step_time_ms": self.step_ms}
+
+    @cached_property
+    def step_ms(self) -> float:
+        return self.trace.summary["steps"]["step_time_ms"]
 
     def rank_windows(self, trace) -> Windows:
         return windows_of(trace.summary)  # every summary of the job was made for the same step

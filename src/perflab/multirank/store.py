@@ -80,13 +80,9 @@ def content_key(path: str) -> str:
         stamp = stamp or f"{info.get('mtime') or info.get('LastModified') or info.get('updated')}"
         return _digest(f"{path}|{info.get('size')}|{stamp}".encode())
     p = Path(path.removeprefix("file://"))
-    st = p.stat()
-    stat_key = f"{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-    index = cache_dir("rank-summaries") / "by-path" / (_digest(str(p.resolve()).encode()) + ".json")
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        seen = orjson.loads(index.read_bytes())
-        if seen["stat"] == stat_key:
-            return seen["content"]
+    index, stat_key, known = _indexed(p)
+    if known:
+        return known
     h = hashlib.blake2b(digest_size=20)
     with open(p, "rb") as fh:
         while chunk := fh.read(_CHUNK):
@@ -94,6 +90,30 @@ def content_key(path: str) -> str:
     key = h.hexdigest()
     _write(index, orjson.dumps({"stat": stat_key, "content": key}))
     return key
+
+
+def _indexed(p: Path) -> tuple[Path, str, str | None]:
+    """(the path's index entry, its stat key, the content key the index holds for that stat or None)."""
+    st = p.stat()
+    stat_key = f"{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    index = cache_dir("rank-summaries") / "by-path" / (_digest(str(p.resolve()).encode()) + ".json")
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        seen = orjson.loads(index.read_bytes())
+        if seen["stat"] == stat_key:
+            return index, stat_key, seen["content"]
+    return index, stat_key, None
+
+
+def summary_cached(path: str, step: int | None) -> bool:
+    """Whether a local file's summary is in the cache, known from its stat alone (never reads the file: the
+    planner asks it of every file, in the client)."""
+    if is_url(path):
+        return False
+    try:
+        known = _indexed(Path(path.removeprefix("file://")))[2]
+    except OSError:
+        return False
+    return known is not None and _entry(summary_key(known, step), "summary").is_file()
 
 
 def summary_key(content: str, step: int | None) -> str:
@@ -104,7 +124,7 @@ def summary_key(content: str, step: int | None) -> str:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """perflab's own source, hashed (a summary holds findings: a change of any rule must not read old ones)."""
+    """perflab's own source, hashed (a rank's report holds findings: a change of any rule must not read old ones)."""
     import perflab
 
     root = Path(perflab.__file__).resolve().parent

@@ -1,22 +1,23 @@
 """The per-rank pass: one rank's trace reduced to a small, versioned summary (and the rank's own report).
 
-A summary (`perflab.rank-summary/2`, a JSON object) holds what the merge needs and nothing that grows with
-the trace's events: what became of the file, the rank's identity (distributedInfo, first and last time),
-its windows and step times, the GPU busy/idle split and idle causes (and busy share), its communication overlap, every
-collective (process group, step, sequence number in its group and step, kind, bytes, start, duration) in
-columns, and for the collectives inside the windows the stretches of their kernels that no compute kernel
-covers (so the merge can price a wait it learns only from the other ranks), HTA's temporal breakdown both
-ways HTA may cut steps, and the rank's own findings with their evidence, each with the index of its rule so
-the merge keeps the doctor's order. The rules that read every rank (JOB_RULE_MODULES: the multi-GPU rules,
-comm-below-roof's transfer times across ranks, pipeline-bubble's stages) are not run here: they run in the
-merge (multirank/merge.py). Readers of a newer schema ignore fields they do not know; `extensions` is where
-a rule that needs more per-rank numbers adds them, under the name of the analysis it caches on the trace
-(`pipeline_stage`: this rank's pipeline stage, doctor/rules/pipeline.py). Version 2 added `gpu_busy_pct`,
-`extensions.pipeline_stage`, and the report's compile work and unfit report.
+A summary (`perflab.rank-summary/3`, a JSON object) holds what the merge needs of every rank and nothing that
+grows with the trace's events: what became of the file, the rank's identity (distributedInfo, first and last
+time), its windows and step times, the GPU busy/idle split and idle causes (and busy share), its communication
+overlap, every collective (process group, step, sequence number in its group and step, kind, bytes, start,
+duration) in columns, and for the collectives inside the windows the stretches of their kernels that no compute
+kernel covers (so the merge can price a wait it learns only from the other ranks), and HTA's temporal breakdown
+both ways HTA may cut steps. The rules that read every rank (JOB_RULE_MODULES: the multi-GPU rules,
+comm-below-roof's transfer times across ranks, pipeline-bubble's stages) run in the merge (multirank/merge.py).
+Readers of a newer schema ignore fields they do not know; `extensions` is where a rule that needs more per-rank
+numbers adds them, under the name of the analysis it caches on the trace (`pipeline_stage`: this rank's
+pipeline stage, doctor/rules/pipeline.py). Version 2 added `gpu_busy_pct`, `extensions.pipeline_stage`, and
+the report's compile work and unfit report; version 3 moved the rank's own findings into its report.
 
-The rank's own report (the single-rank doctor's source and analyses) is needed only for the rank the job's
-report is about: it is made when asked for (with_report, which reads that one trace again unless cached) and
-cached beside the summary.
+The rank's own report (the single-rank doctor's source and analyses, and the rank's own findings with their
+evidence, each with the index of its rule so the merge keeps the doctor's order) is needed only for the rank
+the job's report is about: the single-rank rules are most of a summary's cost beyond parsing, so they run for
+that rank alone, as the single-process doctor runs them. It is made when asked for (with_report, which reads
+that one trace again unless cached) and cached beside the summary.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from perflab.analysis.intervals import merge as merge_intervals
 from perflab.trace.kineto_folder import FileEntry, read_rank_file
 from perflab.trace.model import Trace
 
-SCHEMA = "perflab.rank-summary/2"
-REPORT_SCHEMA = "perflab.rank-report/2"
+SCHEMA = "perflab.rank-summary/3"
+REPORT_SCHEMA = "perflab.rank-report/3"
 # rules that read every rank: run by the merge
 JOB_RULE_MODULES = frozenset({"perflab.doctor.rules.multigpu", "perflab.doctor.rules.interconnect",
                               "perflab.doctor.rules.pipeline"})
@@ -101,6 +102,7 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
     summary.update(_gpu_numbers(ctx))
     if not with_report:  # only the report's rank needs it: the merge asks for it by itself
         return plain(summary), None
+    report.update(_own_findings(ctx))
     from perflab.doctor import critical_path_summary
 
     analyses = {**rank_analyses(ctx, [trace], filter_steps=True), "compile_work": work,
@@ -113,27 +115,30 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
 
 
 def _gpu_numbers(ctx) -> dict:
-    """What the merge and the job's rules read of a rank with GPU work: busy/idle, collectives and the rank's
-    own findings."""
+    """What the merge and the job's rules read of every rank with GPU work: busy/idle and the collectives."""
     from perflab.analysis.collectives import collectives, compute_spans
-    from perflab.doctor.registry import rules_for
-    from perflab.doctor.rules.system import healthy
 
     trace, windows = ctx.trace, ctx.windows
     colls = collectives(trace)
     inside = windows.contains(np.array([c["ts"] for c in colls])) if colls else np.zeros(0, bool)
     comp = merge_intervals(*compute_spans(trace, windows))
     gaps = [_uncovered(c["ts"], c["ts"] + c["dur_us"], comp) if ok else None for c, ok in zip(colls, inside)]
-    own = [(index, f) for index, rule in enumerate(rules_for("kineto")) if rule.__module__ not in JOB_RULE_MODULES
-           for f in rule(ctx)]
-    # `healthy` stands only when no finding reaches medium: the merge drops it where a job finding does
-    candidate = healthy(ctx, [f for _, f in own])
     return {
         "busy": ctx.busy, "idle": ctx.gaps.to_dict(), "gpu_busy_pct": ctx.gpu_busy_pct,
         "collectives": encode_collectives(colls, inside, gaps),
-        "findings": [{"rule": index, **f.to_dict()} for index, f in own],
-        "healthy": [f.to_dict() for f in candidate],
     }
+
+
+def _own_findings(ctx) -> dict:
+    """The report rank's own findings (every rule but the job's), each with its rule's index, and `healthy`
+    (it stands only when no finding reaches medium: the merge drops it where a job finding does)."""
+    from perflab.doctor.registry import rules_for
+    from perflab.doctor.rules.system import healthy
+
+    own = [(index, f) for index, rule in enumerate(rules_for("kineto")) if rule.__module__ not in JOB_RULE_MODULES
+           for f in rule(ctx)]
+    return {"findings": [{"rule": index, **f.to_dict()} for index, f in own],
+            "healthy": [f.to_dict() for f in healthy(ctx, [f for _, f in own])]}
 
 
 def _uncovered(lo: float, hi: float, comp: tuple[np.ndarray, np.ndarray]) -> list[float]:
