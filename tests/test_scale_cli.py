@@ -15,13 +15,18 @@ torch = pytest.importorskip("torch")
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scale_ddp_mlp.py"
 
 
-def test_scale_runs_torchrun_at_each_count_and_computes_efficiency(tmp_path, monkeypatch):
+def test_scale_runs_torchrun_at_each_count_and_computes_efficiency(tmp_path, monkeypatch, capfd):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # gloo processes even where a GPU exists
     from perflab.__main__ import main
 
-    out = tmp_path / "scale"
-    code = main(["scale", "--gpus", "1,2", "--no-profile", "--out", str(out), "--json", "--",
-                 str(EXAMPLE), "--steps", "4", "--warmup", "1", "--hidden", "64", "--layers", "2", "--batch", "32"])
+    for attempt in range(3):
+        out = tmp_path / f"scale{attempt}"
+        code = main(["scale", "--gpus", "1,2", "--no-profile", "--out", str(out), "--json", "--", str(EXAMPLE),
+                     "--steps", "4", "--warmup", "1", "--hidden", "64", "--layers", "2", "--batch", "32"])
+        # Gloo's teardown can abort a CPU rank at exit after its steps are reported ("terminate called without an
+        # active exception", SIGABRT; seen in CI and here): torch's, not ours, so that signature alone runs again
+        if code in (0, None) or "terminate called without an active exception" not in capfd.readouterr().err:
+            break
     assert code in (0, None)
     res = json.loads((out / "scaling.json").read_text())
     assert res["device"] == "cpu" and res["mode"] == "strong"
