@@ -3,7 +3,8 @@
     python3 benchmarks/interactive_startup.py [-n 5] SRC [SRC ...]
 
 Each SRC is a perflab source folder (e.g. src of two checkouts); the runs are interleaved round by round so a
-loaded machine weighs on every SRC alike. PERFLAB_HOME is a fresh temporary folder per SRC."""
+loaded machine weighs on every SRC alike. PERFLAB_HOME and PERFLAB_CACHE are a fresh temporary
+folder per SRC: the first round fills the evidence cache, so the medians are of a warm cache."""
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ COMMANDS = (["--help"], ["list"], ["show", "host-sync"], ["hint", "host-sync", "
 
 
 def once(src: str, home: str, args: list[str]) -> float:
-    env = {**os.environ, "PYTHONPATH": src, "PERFLAB_HOME": home, "COLUMNS": "120"}
+    env = {**os.environ, "PYTHONPATH": src, "PERFLAB_HOME": home, "PERFLAB_CACHE": home + "/cache", "COLUMNS": "120"}
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "perflab", *args], env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, check=False)
