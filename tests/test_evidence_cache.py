@@ -1,5 +1,5 @@
 """The evidence cache (puzzles/engine/evidence_cache.py): a second `run --replay` reads no trace, and a changed
-recording, saved ceilings or perflab version is computed again."""
+recording, saved ceilings or perflab's code is computed again."""
 from __future__ import annotations
 
 import shutil
@@ -25,7 +25,7 @@ def test_second_summary_reads_no_trace(recording, monkeypatch):
     assert replay.Evidence(recording).summary("slow") == first
 
 
-def test_changed_content_or_version_or_ceilings_is_recomputed(recording, monkeypatch, tmp_path):
+def test_changed_content_or_code_or_ceilings_is_recomputed(recording, monkeypatch, tmp_path):
     calls = []
 
     def make():
@@ -39,8 +39,27 @@ def test_changed_content_or_version_or_ceilings_is_recomputed(recording, monkeyp
     assert evidence_cache.cached("x", paths, make) == {"n": 2}
     (recording / "ceilings.json").write_text("{}")   # measured ceilings beside the recording: the doctor reads them
     assert evidence_cache.cached("x", paths, make) == {"n": 3}
-    monkeypatch.setattr("perflab.__version__", "9.9.9")
+    monkeypatch.setattr("perflab.code_stamp.code_stamp", lambda: "other code")  # perflab's code changed
     assert evidence_cache.cached("x", paths, make) == {"n": 4}
+
+
+def test_the_code_stamp_follows_every_module(tmp_path, monkeypatch):
+    import os
+
+    import perflab
+    from perflab import code_stamp as stamp
+
+    stamp.code_stamp.cache_clear()
+    before = stamp.code_stamp()
+    module = os.path.join(os.path.dirname(perflab.__file__), "code_stamp.py")
+    st = os.stat(module)
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        stamp.code_stamp.cache_clear()
+        assert stamp.code_stamp() != before
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+        stamp.code_stamp.cache_clear()
 
 
 def test_values_that_do_not_round_trip_are_not_cached(recording):

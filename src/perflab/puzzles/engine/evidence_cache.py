@@ -1,6 +1,6 @@
 """What a recording's traces say, cached beside the user's data (perflab.paths.cache_dir("evidence")): an evidence
 summary or a question's computed value, keyed by the content hash of the recorded files it was computed from and
-perflab's version. Reading a trace and analysing it is most of `perflab run ID --replay` and `perflab answer ID`;
+perflab's code (code_stamp: its version and every module's size and time). Reading a trace and analysing it is most of `perflab run ID --replay` and `perflab answer ID`;
 the recording does not change under them, so each is done once per recording and version. A value is cached only
 when it comes back from JSON equal to itself (plain numbers, strings, lists and dicts); anything else is recomputed
 every time. An unreadable or unwritable cache costs time, never a result."""
@@ -53,9 +53,9 @@ def _entry(key: str) -> Path:
 
 
 def _key(what: str, content: str) -> str:
-    from perflab import __version__
+    from perflab.code_stamp import code_stamp
 
-    return hashlib.blake2b(f"{what}|{content}|{__version__}".encode(), digest_size=20).hexdigest()
+    return hashlib.blake2b(f"{what}|{content}|{code_stamp()}".encode(), digest_size=20).hexdigest()
 
 
 def _round_trips(value: Any) -> bool:
