@@ -13,7 +13,7 @@ LAYERS = (
     ("perflab.analysis",),
     ("perflab.trace",),
 )
-BASE = ("perflab.errors", "perflab.paths", "perflab.outputs", "perflab.history", "perflab.process_group",
+BASE = ("perflab.errors", "perflab.paths", "perflab.code_stamp", "perflab.outputs", "perflab.history", "perflab.process_group",
         "perflab.workloads")   # below every layer
 
 

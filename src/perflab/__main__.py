@@ -33,6 +33,9 @@ def _show_version(value: bool) -> None:
 
 def build_app() -> typer.Typer:
     # add_completion: --install-completion / --show-completion (bash, zsh, fish, PowerShell), typer's own
+    from perflab.cli import fast_params
+
+    fast_params.install()
     app = typer.Typer(name="perflab", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
                       add_completion=True)
 

@@ -89,7 +89,7 @@ def answer_cmd(puzzle_id: str = typer.Argument(..., metavar="ID"),
 def _grade_given(console: Console, p: Puzzle, ev: Any, given: dict[str, str]) -> tuple[int, int]:
     from perflab.puzzles import questions
 
-    grades = [questions.grade(q, given[q.key], questions.compute(q, ev)) for q in p.questions if q.key in given]
+    grades = [questions.grade(q, given[q.key], _compute(q, ev)) for q in p.questions if q.key in given]
     _record(p, grades)
     how = True
     for g in grades:
@@ -103,7 +103,7 @@ def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> t
 
     right, started, how = 0, False, True
     for q in p.questions:
-        computed = questions.compute(q, ev)
+        computed = _compute(q, ev)
         again = False
         while True:
             raw = _ask(console, q, again, started)
@@ -126,6 +126,22 @@ def _ask_each(console: Console, p: Puzzle, ev: Any, _given: dict[str, str]) -> t
         if raw is None:
             break
     return right, len(p.questions)
+
+
+def _compute(q: Any, ev: Any) -> questions.Computed:
+    """The question's computed value, from the evidence cache when this recording was graded before."""
+    import json
+
+    from perflab.puzzles import questions
+    from perflab.puzzles.engine.evidence_cache import cached
+
+    def make() -> dict[str, Any]:
+        c = questions.compute(q, ev)
+        return {"value": c.value, "evidence": c.evidence, "source": c.source, "alternatives": list(c.alternatives)}
+
+    what = f"question|{q.analysis}|{json.dumps(q.args, sort_keys=True, default=str)}"
+    d = cached(what, [ev.folder], make)
+    return questions.Computed(d["value"], d["evidence"], d["source"], tuple(d["alternatives"]))
 
 
 def _record(p: Puzzle, grades: list) -> None:
@@ -172,7 +188,7 @@ def _reveal(console: Console, p: Puzzle, ev: Any, key: str) -> None:
     from perflab.puzzles.engine import progress
     from perflab.report import summary as render
 
-    computed = questions.compute(p.find_question(key), ev)
+    computed = _compute(p.find_question(key), ev)
     with progress.ProgressDB() as db:
         db.add_event(p.id, "reveal", key)
     console.print(Text.assemble(("revealed ", "yellow"), f"{key}: {render.short(render.fmt_num(computed.value))}"))

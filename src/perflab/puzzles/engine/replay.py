@@ -127,7 +127,13 @@ class Evidence:
 
     def summary(self, variant: str) -> dict[str, Any]:
         if variant not in self._summaries:
-            self._summaries[variant] = summarize(self.trace(variant))
+            if variant in self._traces:  # parsed already: nothing to save
+                self._summaries[variant] = summarize(self.trace(variant))
+            else:
+                from perflab.puzzles.engine.evidence_cache import cached
+
+                self._summaries[variant] = cached("evidence-summary", [self.trace_path(variant)],
+                                                  lambda: summarize(self.trace(variant)))
         return self._summaries[variant]
 
     def report(self, variant: str, rank: int | None = None) -> Any:
