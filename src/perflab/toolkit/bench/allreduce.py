@@ -12,17 +12,14 @@ Rank 0 writes the JSON (schema perflab.allreduce/1) with a manifest of the machi
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 from perflab.errors import PerflabError
+from perflab.toolkit.bench.torchrun_sweep import launch, run_worker, size_args, worker_args
 
 SCHEMA = "perflab.allreduce/1"
 DEFAULT_MIN, DEFAULT_MAX = 1 << 10, 1 << 30
@@ -130,54 +127,24 @@ def _manifest(cuda: bool) -> dict:
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
     """The torchrun worker: every rank measures, rank 0 writes --out."""
-    import torch
-    import torch.distributed as dist
+    args = worker_args("all-reduce bus bandwidth (run under torchrun)", argv, min_bytes=DEFAULT_MIN,
+                       max_bytes=DEFAULT_MAX)
 
-    ap = argparse.ArgumentParser(description="all-reduce bus bandwidth (run under torchrun)")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--min-bytes", type=int, default=DEFAULT_MIN)
-    ap.add_argument("--max-bytes", type=int, default=DEFAULT_MAX)
-    ap.add_argument("--factor", type=int, default=4)
-    ap.add_argument("--target-s", type=float, default=0.05)
-    args = ap.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if cuda else "gloo")
-    try:
+    def document(cuda: bool):
         result = measure(sizes(args.min_bytes, args.max_bytes, args.factor), target_s=args.target_s)
-        if dist.get_rank() == 0:
-            doc = {"schema": SCHEMA, "manifest": _manifest(cuda), **result}
-            from perflab.outputs import write_output
+        return lambda: {"schema": SCHEMA, "manifest": _manifest(cuda), **result}
 
-            write_output(args.out, json.dumps(doc, indent=1), force=True)
-    finally:
-        dist.destroy_process_group()
-    return 0
+    return run_worker(args.out, document)
 
 
 def run_allreduce_bench(nproc: int, out: Path, *, min_bytes: int = DEFAULT_MIN, max_bytes: int = DEFAULT_MAX,
                         factor: int = 4, target_s: float = 0.05, torchrun_args: Sequence[str] = (),
                         timeout: float | None = None) -> dict:
     """Launch the sweep under torchrun with nproc processes per node and return rank 0's JSON."""
-    if nproc < 1:
-        raise PerflabError("--gpus must be >= 1")
-    sizes(min_bytes, max_bytes, factor)
-    out = Path(out).resolve()
-    if out.exists():
-        out.unlink()
-    multi_node = any(a.startswith(("--nnodes", "--rdzv")) for a in torchrun_args)
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
-           *([] if multi_node else ["--standalone"]), *torchrun_args,
-           "--module", "perflab.toolkit.bench.allreduce", "--out", str(out), "--min-bytes", str(min_bytes),
-           "--max-bytes", str(max_bytes), "--factor", str(factor), "--target-s", str(target_s)]
-    try:
-        code = subprocess.run(cmd, timeout=timeout, check=False).returncode
-    except subprocess.TimeoutExpired:
-        raise PerflabError(f"the all-reduce sweep took longer than {timeout:.0f} s") from None
-    if code != 0 or not out.is_file():
-        raise PerflabError(f"the all-reduce sweep under torchrun failed (exit {code}); see its output above")
-    return json.loads(out.read_text())
+    if nproc >= 1:
+        sizes(min_bytes, max_bytes, factor)
+    return launch("perflab.toolkit.bench.allreduce", "the all-reduce sweep", nproc, out,
+                  size_args(min_bytes, max_bytes, factor, target_s), torchrun_args=torchrun_args, timeout=timeout)
 
 
 def table_rows(doc: dict) -> list[tuple[str, ...]]:

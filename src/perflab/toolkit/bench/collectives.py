@@ -14,12 +14,9 @@ the doctor's comm-below-roof reads as the interconnect's ceiling for each kind a
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +25,7 @@ from perflab.analysis.collectives import BUS_FACTOR
 from perflab.analysis.saved_ceilings import COLLECTIVES_SCHEMA as SCHEMA
 from perflab.errors import PerflabError
 from perflab.toolkit.bench.allreduce import DEFAULT_MAX, DEFAULT_MIN, _manifest, _size, sizes, time_calls
+from perflab.toolkit.bench.torchrun_sweep import launch, run_worker, size_args, worker_args
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
@@ -90,58 +88,28 @@ def topology() -> str | None:
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
-    import torch
-    import torch.distributed as dist
+    args = worker_args("collective bus bandwidth sweeps (run under torchrun)", argv,
+                       lambda ap: ap.add_argument("--kinds", default=",".join(KINDS)),
+                       min_bytes=DEFAULT_MIN, max_bytes=DEFAULT_MAX)
 
-    ap = argparse.ArgumentParser(description="collective bus bandwidth sweeps (run under torchrun)")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--kinds", default=",".join(KINDS))
-    ap.add_argument("--min-bytes", type=int, default=DEFAULT_MIN)
-    ap.add_argument("--max-bytes", type=int, default=DEFAULT_MAX)
-    ap.add_argument("--factor", type=int, default=4)
-    ap.add_argument("--target-s", type=float, default=0.05)
-    args = ap.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if cuda else "gloo")
-    try:
+    def document(cuda: bool):
         result = measure(parse_kinds(args.kinds), sizes(args.min_bytes, args.max_bytes, args.factor),
                          target_s=args.target_s)
-        if dist.get_rank() == 0:
-            env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-            doc = {"schema": SCHEMA, "manifest": {**_manifest(cuda), "nccl_env": env}, "topology": topology(),
-                   **result}
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(doc, indent=1))
-    finally:
-        dist.destroy_process_group()
-    return 0
+        env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+        return lambda: {"schema": SCHEMA, "manifest": {**_manifest(cuda), "nccl_env": env}, "topology": topology(),
+                        **result}
+
+    return run_worker(args.out, document)
 
 
 def run_collectives_bench(nproc: int, out: Path, kinds: Sequence[str] = KINDS, *, min_bytes: int = DEFAULT_MIN,
                           max_bytes: int = DEFAULT_MAX, factor: int = 4, target_s: float = 0.05,
                           timeout: float | None = None) -> dict:
     """Launch the sweeps under torchrun with nproc processes and return rank 0's JSON (also left at `out`)."""
-    if nproc < 1:
-        raise PerflabError("--gpus must be >= 1")
-    sizes(min_bytes, max_bytes, factor)
-    out = Path(out).resolve()
-    if out.exists():
-        out.unlink()
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone",
-           "--module", "perflab.toolkit.bench.collectives", "--out", str(out), "--kinds", ",".join(kinds),
-           "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes), "--factor", str(factor),
-           "--target-s", str(target_s)]
-    from perflab.paths import child_env
-
-    try:
-        code = subprocess.run(cmd, timeout=timeout, check=False, env=child_env()).returncode
-    except subprocess.TimeoutExpired:
-        raise PerflabError(f"the collective sweeps took longer than {timeout:.0f} s") from None
-    if code != 0 or not out.is_file():
-        raise PerflabError(f"the collective sweeps under torchrun failed (exit {code}); see its output above")
-    return json.loads(out.read_text())
+    if nproc >= 1:
+        sizes(min_bytes, max_bytes, factor)
+    return launch("perflab.toolkit.bench.collectives", "the collective sweeps", nproc, out,
+                  ["--kinds", ",".join(kinds), *size_args(min_bytes, max_bytes, factor, target_s)], timeout=timeout)
 
 
 def table_rows(doc: dict) -> list[tuple[str, ...]]:
