@@ -12,47 +12,19 @@ import math
 from collections import defaultdict
 from itertools import compress, count
 from operator import attrgetter
-from typing import Any, Optional, Union
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from perflab.trace.comm_args import block_records
+from perflab.trace.kineto_loose import loose_event
+from perflab.trace.kineto_structs import NAN, Args, Event, _to_int
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION, kind_of_category
-
-Num = Union[int, float, str]
-NAN = float("nan")
-
-
-class Args(msgspec.Struct, gc=False):
-    stream: Num = -1
-    device: Num = -1
-    correlation: Num = -1
-    external_id: Num = msgspec.field(name="External id", default=-1)
-    external_id_2021: Num = msgspec.field(name="external id", default=-1)  # kernels' spelling in 2021 Kineto
-    bytes: Num = NAN
-    grid: Optional[list[int]] = None
-    block: Optional[list[int]] = None
-    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
-    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
-    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
-
-
-class Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    ts: Num = NAN
-    dur: Num = NAN
-    tid: Union[int, str] = -1
-    id: Union[int, str] = -1
-    args: Args = msgspec.field(default_factory=Args)
-
 
 block_decoder = msgspec.json.Decoder(list[Event])
 _loose_decoder = msgspec.json.Decoder(list[Any])
 
-_NO_ARGS = Args()
 _PH_CODE = defaultdict(lambda: 9, {"X": 0, "s": 1, "f": 2, "t": 3})
 
 
@@ -85,17 +57,6 @@ def _to_float(v: Any) -> float:
         except ValueError:
             return NAN
     return NAN
-
-
-def _to_int(v: Any, default: int = -1) -> int:
-    """HTA's convention: int(value) if that works, else the default."""
-    try:
-        if isinstance(v, float) and not math.isfinite(v):
-            return default
-        out = int(v)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return out if -(1 << 63) <= out < (1 << 63) else default
 
 
 def _coerced(values: list, dtype, convert) -> np.ndarray:
@@ -153,7 +114,7 @@ class ColumnBuilder:
         """Decode one JSON array of events and add it."""
         try:
             events = block_decoder.decode(raw)
-        except msgspec.ValidationError:
+        except msgspec.ValidationError:  # a field of an unexpected type: coerce event by event
             events = [loose_event(e) for e in _loose_decoder.decode(raw)]
         self.add(events)
         if self.comm is not None:
@@ -337,66 +298,3 @@ class ColumnBuilder:
             parts = self.flow_parts.pop(key, [])
             flows[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
         return columns, flows
-
-
-def loose_event(item: Any) -> Event:
-    """Build an Event from an arbitrary decoded JSON value, coercing what can be coerced."""
-    if not isinstance(item, dict):
-        return Event(ph="?")
-    raw_args = item.get("args")
-    args = _NO_ARGS
-    if isinstance(raw_args, dict):
-        args = Args(
-            stream=_scalar(raw_args.get("stream"), -1), device=_scalar(raw_args.get("device"), -1),
-            correlation=_scalar(raw_args.get("correlation"), -1),
-            external_id=_scalar(raw_args.get("External id"), -1),
-            external_id_2021=_scalar(raw_args.get("external id"), -1),
-            bytes=_scalar(raw_args.get("bytes"), NAN),
-            grid=_int_list(raw_args.get("grid")), block=_int_list(raw_args.get("block")),
-            input_dims=_raw(raw_args.get("Input Dims")), input_type=_raw(raw_args.get("Input type")),
-            concrete_inputs=_raw(raw_args.get("Concrete Inputs")),
-        )
-    return Event(
-        ph=_text(item.get("ph")), cat=_text(item.get("cat")), name=_text(item.get("name")),
-        ts=_scalar(item.get("ts"), NAN), dur=_scalar(item.get("dur"), NAN),
-        tid=_id(item.get("tid")), id=_id(item.get("id")), args=args,
-    )
-
-
-def _text(v: Any) -> str:
-    if v is None:
-        return ""
-    return v if isinstance(v, str) else str(v)
-
-
-def _scalar(v: Any, default):
-    if isinstance(v, bool) or v is None:
-        return default
-    if isinstance(v, (int, float, str)):
-        return v
-    return default
-
-
-def _id(v: Any):
-    if isinstance(v, bool) or v is None:
-        return -1
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return _to_int(v)
-    return str(v)
-
-
-def _int_list(v: Any) -> list[int] | None:
-    if not isinstance(v, list):
-        return None
-    return [_to_int(x, 0) for x in v]
-
-
-def _raw(v: Any) -> msgspec.Raw:
-    if v is None:
-        return msgspec.Raw(b"")
-    try:
-        return msgspec.Raw(msgspec.json.encode(v))
-    except (TypeError, ValueError, OverflowError):
-        return msgspec.Raw(b"")
