@@ -320,3 +320,20 @@ def shipped_file(folder: Path, name: str) -> Path:
 
         return spec.load(Path(folder) / "puzzle.toml").file("starter")
     return Path(folder) / f"{name}.py"
+
+
+@pytest.fixture
+def straggler_recording(tmp_path):
+    """The DDP example with 5 ms of host work on rank 1 (tests/data/multigpu/h200x2, 2 x H200) as a recording:
+    the straggler job as its slow variant, the plain DDP job as its solution."""
+    import shutil
+
+    from perflab.puzzles.engine import replay
+
+    fixtures = Path(__file__).parent / "data" / "multigpu" / "h200x2"
+    folder = tmp_path / "artifacts"
+    shutil.copytree(fixtures / "straggler", replay.ranks_dir(folder, "slow"))
+    shutil.copytree(fixtures / "ddp", replay.ranks_dir(folder, "solution"))
+    (folder / "manifest.json").write_text((fixtures / "manifest.json").read_text())
+    (folder / "measurements.json").write_text(json.dumps({"speedup": {"point": 1.3}}))
+    return replay.Evidence(folder, "straggler")

@@ -156,15 +156,6 @@ def test_a_failing_rank_is_one_line_naming_the_rank(tmp_path):
 
 
 # -- the analyses on real per-rank traces (H200 x2 fixtures) -------------------------------------------------
-@pytest.fixture
-def straggler_recording(tmp_path):
-    """The DDP example with 5 ms of host work on rank 1 (tests/data/multigpu/h200x2) as a recording."""
-    folder = tmp_path / "artifacts"
-    shutil.copytree(FIXTURES / "straggler", replay.ranks_dir(folder, "slow"))
-    shutil.copytree(FIXTURES / "ddp", replay.ranks_dir(folder, "solution"))
-    (folder / "manifest.json").write_text((FIXTURES / "manifest.json").read_text())
-    (folder / "measurements.json").write_text(json.dumps({"speedup": {"point": 1.3}}))
-    return replay.Evidence(folder, "straggler")
 
 
 def test_evidence_reads_a_folder_of_ranks(straggler_recording):

@@ -8,13 +8,12 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from perflab.errors import PerflabError
-from perflab.puzzles.engine import catalog, replay
+from perflab.puzzles.engine import catalog
 from perflab.puzzles.evidence import multirank as distributed
 from perflab.puzzles.questions import parallelism as QP
 
@@ -75,20 +74,10 @@ def test_expert_placement_balances_the_skewed_loads():
     assert routed[4:].sum() > 0.6 * routed.sum()         # the router favours experts 4-7 at smoke size too
 
 
-@pytest.fixture
-def ddp_recording(tmp_path):
-    folder = tmp_path / "artifacts"
-    shutil.copytree(FIXTURES / "straggler", replay.ranks_dir(folder, "slow"))
-    shutil.copytree(FIXTURES / "ddp", replay.ranks_dir(folder, "solution"))
-    (folder / "manifest.json").write_text((FIXTURES / "manifest.json").read_text())
-    (folder / "measurements.json").write_text(json.dumps({"speedup": {"point": 1.3}}))
-    return replay.Evidence(folder, "straggler")
-
-
-def test_idle_share_and_least_overlapped_rank_on_fixture_traces(ddp_recording):
+def test_idle_share_and_least_overlapped_rank_on_fixture_traces(straggler_recording):
     from perflab.analysis.collectives import multirank_summary
 
-    ev = ddp_recording
+    ev = straggler_recording
     rows = {r["rank"]: r for r in multirank_summary(ev.ranks("slow"))["per_rank"]}
     idle = {r: 100.0 * (1 - row["compute_ms"] / row["step_ms"]) for r, row in rows.items()}
     got = QP.rank_idle_pct(ev)
