@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Time the multi-GPU puzzles' slow workload against their solution at other sizes (an experiment, not a check).
+
+    torchrun --standalone --nproc-per-node 2 scripts/multigpu_variants.py [--only ID,...] [--json OUT]
+
+For each puzzle and each candidate size, both variants are set up side by side on every rank and timed in
+interleaved rounds (CUDA events, a barrier before each round; the job's step is the slowest rank's). Prints
+one line per (puzzle, size): slow ms, fix ms, their ratio (median over rounds and its range). Rank 0 writes
+the rows as JSON with --json. Set TORCH_NCCL_HIGH_PRIORITY=1 to put every NCCL stream at high priority, so a
+run with and one without say what stream priority changes. On the CPU (gloo) it runs the smoke sizes only.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+CATALOG = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog"
+
+# puzzle folder -> candidate sizes (the shipped SIZE first); "solution" keys patch the solution module too
+VARIANTS = {
+    "70-exposed-allreduce": [{}, {"hidden": 8192, "batch": 2048}, {"hidden": 8192, "batch": 1024},
+                             {"hidden": 4096, "batch": 4096}],
+    "73-nccl-timeline": [{}, {"hidden": 8192, "batch": 3072}, {"hidden": 8192, "batch": 6144},
+                         {"hidden": 4096, "batch": 8192}],
+    "74-pipeline-bubble": [{}, {"hidden": 8192}, {"hidden": 8192, "_m": 16}, {"_m": 16}],
+    "76-ring-attention": [{}, {"positions": 4096}, {"positions": 8192, "batch": 1}],
+    "77-expert-skew": [{}, {"hidden": 4096, "inner": 16384}, {"tokens": 32768}],
+}
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def patch(mods, change: dict) -> dict:
+    saved = []
+    for mod in mods:
+        saved.append((mod, dict(mod.SIZE), getattr(mod, "MICRO_BATCHES", None)))
+        mod.SIZE.update({k: v for k, v in change.items() if not k.startswith("_")})
+    if "_m" in change:
+        mods[1].MICRO_BATCHES = change["_m"]
+    return saved
+
+
+def restore(saved) -> None:
+    for mod, size, m in saved:
+        mod.SIZE.clear()
+        mod.SIZE.update(size)
+        if m is not None:
+            mod.MICRO_BATCHES = m
+
+
+def timed(mod, state, device, steps: int) -> float:
+    import torch
+    import torch.distributed as dist
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mod.step(state)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / steps])
+    dist.all_reduce(ms, op=dist.ReduceOp.MAX)     # the job's step: the slowest rank's
+    return float(ms)
+
+
+def one(folder: str, change: dict, device: str, rounds: int) -> dict:
+    import torch
+
+    slow = load(CATALOG / folder / "workload.py", f"v_{folder}_slow")
+    fix = load(CATALOG / folder / "solution.py", f"v_{folder}_fix")
+    saved = patch([slow, fix], change)
+    try:
+        a, b = slow.setup(device, 0), fix.setup(device, 0)
+        for _ in range(3):
+            slow.step(a)
+            fix.step(b)
+        probe = timed(slow, a, device, 1)
+        steps = max(2, min(20, int(60 / max(probe, 0.1))))        # about 60 ms per timing
+        ratios, s_ms, f_ms = [], [], []
+        for _ in range(rounds):
+            s = timed(slow, a, device, steps)
+            f = timed(fix, b, device, steps)
+            s_ms.append(s)
+            f_ms.append(f)
+            ratios.append(s / f)
+        del a, b
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        return {"puzzle": folder, "change": change, "slow_ms": statistics.median(s_ms),
+                "fix_ms": statistics.median(f_ms), "ratio": statistics.median(ratios),
+                "ratio_min": min(ratios), "ratio_max": max(ratios), "steps": steps, "rounds": rounds}
+    except Exception as exc:   # one size that does not fit must not stop the others
+        return {"puzzle": folder, "change": change, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        restore(saved)
+
+
+def main() -> int:
+    import torch
+    import torch.distributed as dist
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    gpu = torch.cuda.is_available()
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if gpu:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if gpu else "gloo")
+    device = f"cuda:{rank}" if gpu else "cpu"
+    only = [s for s in args.only.split(",") if s]
+    rows = []
+    for folder, changes in VARIANTS.items():
+        if only and not any(o in folder for o in only):
+            continue
+        for change in (changes if gpu else changes[:1]):
+            row = one(folder, change, device, args.rounds)
+            row["high_priority"] = os.environ.get("TORCH_NCCL_HIGH_PRIORITY", "0")
+            rows.append(row)
+            if dist.get_rank() == 0:
+                if "error" in row:
+                    print(f"{folder:24s} {json.dumps(change):44s} ERROR {row['error']}", flush=True)
+                else:
+                    print(f"{folder:24s} {json.dumps(change):44s} slow {row['slow_ms']:8.2f} ms  fix {row['fix_ms']:8.2f} ms"
+                          f"  {row['ratio']:.2f}x ({row['ratio_min']:.2f}-{row['ratio_max']:.2f})", flush=True)
+    if dist.get_rank() == 0 and args.json:
+        meta = {"gpu": torch.cuda.get_device_name(0) if gpu else "cpu", "torch": torch.__version__,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "world": dist.get_world_size()}
+        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
