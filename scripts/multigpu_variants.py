@@ -72,7 +72,7 @@ def timed(mod, state, device, steps: int) -> float:
         mod.step(state)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / steps])
+    ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / steps], device=device)
     dist.all_reduce(ms, op=dist.ReduceOp.MAX)     # the job's step: the slowest rank's
     return float(ms)
 
