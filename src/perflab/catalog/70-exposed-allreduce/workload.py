@@ -16,7 +16,7 @@ from __future__ import annotations
 from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
-SIZE = {"hidden": 4096, "layers": 8, "batch": 2048}
+SIZE = {"hidden": 8192, "layers": 8, "batch": 2048}
 SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}
 
 

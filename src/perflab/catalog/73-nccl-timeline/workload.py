@@ -16,7 +16,7 @@ from __future__ import annotations
 from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
-SIZE = {"hidden": 4096, "layers": 16, "batch": 3072}
+SIZE = {"hidden": 4096, "layers": 16, "batch": 8192}
 SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}
 
 

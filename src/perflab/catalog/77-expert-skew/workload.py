@@ -17,7 +17,7 @@ from __future__ import annotations
 from perflab.workloads import sizes
 from perflab.workloads.ranks import rank_and_world
 
-SIZE = {"hidden": 2048, "inner": 8192, "experts": 8, "tokens": 8192}
+SIZE = {"hidden": 4096, "inner": 16384, "experts": 8, "tokens": 8192}
 SMOKE_SIZE = {"hidden": 32, "inner": 64, "experts": 8, "tokens": 256}
 ROUTER_BIAS = [0.0, 0.0, 0.0, 0.0, 1.6, 1.6, 1.1, 1.1]   # the router learned to favour experts 4-7
 
