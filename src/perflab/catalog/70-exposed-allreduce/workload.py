@@ -1,6 +1,6 @@
 """exposed-allreduce: the slow workload (a data-parallel training step; gradients all-reduced at the end).
 
-Every rank runs forward and backward of the same MLP (8 layers of x = gelu(x @ W), hidden 4096,
+Every rank runs forward and backward of the same MLP (8 layers of x = gelu(x @ W), hidden 8192,
 no bias, bf16) on its own micro-batch of 2,048 rows. The gradients live in one flat bucket (each
 weight's .grad is a view into it, like DistributedDataParallel's gradient_as_bucket_view), and once
 backward has finished, one all-reduce sums the whole bucket across ranks, then it is divided by the

@@ -1,7 +1,7 @@
 """nccl-timeline: the slow workload (sharded-weight inference: gather each layer's weight, then use it).
 
 The model (16 layers of x = gelu(x @ W), hidden 4096, bf16) is too big to replicate in the story,
-so every rank keeps 1/N of each weight (ZeRO-3 / FSDP style) and serves its own batch of 3,072
+so every rank keeps 1/N of each weight (ZeRO-3 / FSDP style) and serves its own batch of 8,192
 requests. Before each layer, the ranks all-gather that layer's weight into one full-weight buffer,
 then multiply. After the last layer, one small all-reduce adds up the batch's per-feature activation
 sums across ranks (a monitoring statistic).

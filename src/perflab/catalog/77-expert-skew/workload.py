@@ -1,6 +1,6 @@
 """expert-skew: the slow workload (an expert-parallel MoE layer on N GPUs whose router favours some experts).
 
-One mixture-of-experts layer: 8 experts (FFN 2048 -> 8192 -> 2048, gelu, bf16), top-1 routing by a
+One mixture-of-experts layer: 8 experts (FFN 4096 -> 16384 -> 4096, gelu, bf16), top-1 routing by a
 learned router whose bias favours experts 4-7 (most tokens pick one of them). Expert parallelism:
 rank r holds the experts PLACEMENT assigns to it (here the contiguous split: experts 0-3 on rank 0,
 4-7 on rank 1). Each rank routes its own 8,192 tokens, sends every token to the rank of its expert
