@@ -133,3 +133,7 @@ def step(state: dict):
 
     with torch.no_grad():
         return state["model"](state["x"])
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)

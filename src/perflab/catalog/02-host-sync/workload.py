@@ -125,3 +125,16 @@ def step(state: dict):
             state["static_tok"].copy_(torch.tensor([next_id], device=device))   # feed it back in
         tokens += [PAD] * (n_new - len(tokens))
         return torch.tensor(tokens, dtype=torch.long, device=device)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("prompt", "h0")
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new last prompt token (over the vocabulary, past the special ids) and hidden state."""
+    from perflab.workloads import fresh
+
+    fresh.randint_(state["prompt"], seed, 3, state["size"]["vocab"])
+    for i, h in enumerate(state["h0"]):
+        fresh.randn_(h, seed * 31 + i + 1, std=0.5)

@@ -72,3 +72,7 @@ def step(state: dict):
             s = s_host.to(device)
             outs.append(compute(x, r, s, w1, w2))
         return torch.stack(outs)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("host_batches",)  # every host batch (x, r, s)

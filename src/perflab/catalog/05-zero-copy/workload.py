@@ -115,3 +115,12 @@ def passes(state: dict, xptr: int):
 
 def step(state: dict):
     return passes(state, state["host_ptr"])   # TODO: every pass reads x where it lives: how often does it cross?
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x_host",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new column, drawn as setup draws it (on the device, then into the same pinned buffer)."""
+    state["x_host"].copy_(make_column(str(state["out"].device), seed))

@@ -86,3 +86,7 @@ def step(state: dict):
             tokens[:, t] = host_ids
             token = host_ids.to(state["device"], non_blocking=True)
     return tokens
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("h0", "first")  # `allowed` is the grammar (sorted distinct ids), not data

@@ -70,3 +70,7 @@ def step(state: dict):
     if device.startswith("cuda"):
         torch.cuda.current_stream().synchronize()             # the results are on the host now
     return out
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("host_x",)

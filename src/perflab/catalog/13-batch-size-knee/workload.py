@@ -66,3 +66,7 @@ def step(state: dict):
     with torch.no_grad():
         outs = [forward(state, x) for x in state["requests"].split(1)]   # one request at a time
         return torch.cat(outs)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("requests",)

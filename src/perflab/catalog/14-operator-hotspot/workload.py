@@ -57,3 +57,7 @@ def step(state: dict):
     with torch.no_grad():
         x = body(state["x"], state["blocks"])
         return x.float() @ state["head"]                           # the fp32 head
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)

@@ -87,3 +87,7 @@ def step(state: dict):
         with record_function("postprocess"):
             state["labels_out"] = postprocess(state, logits)
     return logits
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("images",)

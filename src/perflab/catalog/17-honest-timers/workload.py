@@ -72,3 +72,7 @@ def step(state: dict):
         select(state)
         postprocess(state)
     return state["probs"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)

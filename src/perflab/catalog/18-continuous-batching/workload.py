@@ -81,3 +81,15 @@ def run(state: dict, schedule):
 
 def step(state: dict):
     return run(state, serve)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("engine",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New prompts (token ids over the vocabulary) in the engine's prompt table; the output lengths stay."""
+    from perflab.workloads import fresh
+
+    engine = state["engine"]
+    fresh.randint_(engine.prompts, seed, 0, getattr(llama, state["size"]["model"])["vocab"])

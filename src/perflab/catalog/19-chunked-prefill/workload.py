@@ -106,3 +106,16 @@ def run(state: dict, schedule):
 
 def step(state: dict):
     return run(state, serve)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("engine",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New prompts and answers (token ids over the vocabulary) in the engine; lengths and arrivals stay."""
+    from perflab.workloads import fresh
+
+    engine, vocab = state["engine"], getattr(llama, state["size"]["model"])["vocab"]
+    fresh.randint_(engine.prompts, seed, 0, vocab)
+    fresh.randint_(engine.answers, seed + 1, 0, vocab)

@@ -98,3 +98,15 @@ def step(state: dict):
         counts = featurize(texts, state["size"]["buckets"])
         features = torch.tensor(counts, dtype=torch.float32, device=state["device"])
         return classify(state["params"], features)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("pool",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new pool of texts, drawn as build draws it (the pool list itself is kept: a fix may hold it)."""
+    import numpy as np
+
+    size, rng = state["size"], np.random.default_rng(int(seed))
+    state["pool"][:] = [_texts(rng, size["batch"], size["chars"]) for _ in range(size["pool"])]

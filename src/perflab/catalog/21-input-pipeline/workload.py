@@ -125,3 +125,9 @@ def step(state: dict):
     x, _labels = next_batch(state)
     with torch.no_grad():
         return classify(state["params"], x.to(state["device"]))
+
+
+# No input the fix checker can refill (puzzles/engine/guard.py): the dataset (numpy images) feeds a DataLoader; a
+# fix may legitimately re-layout it once (pin it, batch it as a tensor), where a refill of state["images"] cannot
+# reach.
+INPUTS = ()

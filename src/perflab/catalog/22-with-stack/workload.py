@@ -113,3 +113,7 @@ def step(state: dict):
     with torch.no_grad():
         bias = attention_bias(state["size"], state["device"])
         return encode(state, x, bias)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("pool",)

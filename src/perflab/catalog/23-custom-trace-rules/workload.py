@@ -84,3 +84,7 @@ def step(state: dict):
                     state["audit"] = torch.tensor(audit_value(rows), dtype=torch.float64, device=state["device"])
             state["n"] = n + 1
         return torch.stack(out), state["audit"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("pool",)

@@ -129,3 +129,17 @@ def step(state: dict):
     with torch.no_grad():
         idx, offsets, weights = build_inputs(ids, ages, state["size"]["buckets"], state["device"])
         return score(state["params"], idx, offsets, weights)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("pool",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New item ids and ages in every batch of the pool, in place, drawn as build draws them."""
+    import numpy as np
+
+    size, rng = state["size"], np.random.default_rng(int(seed))
+    for ids, ages in state["pool"]:
+        ids[...] = rng.integers(0, size["items"], size=ids.shape, dtype=np.int64)
+        ages[...] = rng.exponential(TAU, size=ages.shape) * 3.0

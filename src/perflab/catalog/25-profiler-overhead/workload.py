@@ -64,3 +64,8 @@ def step(state: dict):
     finally:
         profile.disable()
     return scores, hottest(profile)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = _loop.INPUTS
+refill = _loop.refill   # the loop's own: new ids and ages in its pool

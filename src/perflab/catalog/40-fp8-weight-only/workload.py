@@ -54,3 +54,14 @@ def step(state: dict):
         return state["out"]
     with torch.no_grad():
         return state["model"](state["tokens"], state["pos"])
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("tokens",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new decode token over the vocabulary (the graph reads state["tokens"] in place)."""
+    from perflab.workloads import fresh
+
+    fresh.randint_(state["tokens"], seed, 0, config(str(state["tokens"].device))["vocab"])

@@ -80,3 +80,16 @@ def step(state: dict):
             g["graph"].replay()
             outs.append(g["out"].clone())
         return torch.cat(outs)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("requests",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New token ids over the vocabulary in every request of the round."""
+    from perflab.workloads import fresh
+
+    vocab = config(str(state["requests"][0].device))["vocab"]
+    for i, req in enumerate(state["requests"]):
+        fresh.randint_(req, seed * 31 + i, 0, vocab)

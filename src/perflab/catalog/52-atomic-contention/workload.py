@@ -53,3 +53,14 @@ def step(state: dict):
     state["counts"].zero_()
     state["kernel"]((BLOCKS,), (THREADS,), (state["expert_cu"], state["counts_cu"], np.int64(N_TOKENS)))
     return state["counts"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("expert",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New values, drawn as setup draws them (the CuPy view shares the tensor's memory)."""
+    from perflab.workloads import fresh
+
+    fresh.redraw(state, make_input, seed, "expert")

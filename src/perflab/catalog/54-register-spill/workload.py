@@ -59,3 +59,14 @@ def setup(device: str, seed: int) -> dict:
 def step(state: dict):
     state["kernel"](((N + THREADS - 1) // THREADS,), (THREADS,), (state["x_cu"], state["out_cu"], np.uint64(N)))
     return state["out"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New values, drawn as setup draws them (the CuPy view shares the tensor's memory)."""
+    from perflab.workloads import fresh
+
+    fresh.redraw(state, make_input, seed, "x")

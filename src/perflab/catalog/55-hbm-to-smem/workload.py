@@ -78,3 +78,14 @@ def step(state: dict):
     state["total"].zero_()
     state["kernel"]((state["grid"],), (THREADS,), (state["x_cu"], state["total_cu"], np.int64(N)))
     return state["total"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New values, drawn as setup draws them (the CuPy view shares the tensor's memory)."""
+    from perflab.workloads import fresh
+
+    fresh.redraw(state, make_input, seed, "x")

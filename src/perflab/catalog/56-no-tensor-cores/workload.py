@@ -89,3 +89,12 @@ def step(state: dict):
     state["kernel"]((N // 128, M // 128), (256,), (np.int32(M), np.int32(N), np.int32(K), state["a_cu"], state["b_cu"],
                                                    state["out_cu"]))
     return state["out"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("a",)  # b: the weight operand, which a fix may re-layout once
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new activation operand, drawn as setup draws it."""
+    state["a"].copy_(make_inputs(str(state["a"].device), seed)[0])

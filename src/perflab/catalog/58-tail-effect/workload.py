@@ -101,3 +101,14 @@ def setup(device: str, seed: int) -> dict:
 def step(state: dict):
     state["kernel"]((state["chunks"],), (THREADS,), (*state["args"], np.int32(CHUNK), np.int32(state["n"])))
     return state["out"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x0", "v0")
+
+
+def refill(state: dict, seed: int) -> None:
+    """New positions and velocities, drawn as setup draws them."""
+    from perflab.workloads import fresh
+
+    fresh.redraw(state, lambda device, s: make_input(device, s, state["n"]), seed, "x0", "v0")

@@ -74,3 +74,14 @@ def step(state: dict):
     state["kernel"]((W // THREADS, H, T), (THREADS,),
                     (state["x_cu"], state["out_cu"], np.int32(T), np.int32(H), np.int32(W)))
     return state["out"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New values, drawn as setup draws them (the CuPy view shares the tensor's memory)."""
+    from perflab.workloads import fresh
+
+    fresh.redraw(state, make_input, seed, "x")

@@ -125,3 +125,17 @@ def step(state: dict):
     state["scores"](((ITEMS + 255) // 256,), (256,),                                            # 4. GEMV
                     (state["table_cu"], state["query_cu"], state["out_cu"], np.int32(ITEMS), np.int32(DIM)))
     return state["s"], state["out"]
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x", "query")  # w1 and the item table are weights
+
+
+def refill(state: dict, seed: int) -> None:
+    """New activations and query, drawn as setup draws them."""
+    import torch
+
+    new = make_inputs(str(state["x"].device), seed)
+    with torch.no_grad():
+        state["x"].copy_(new["x"])
+        state["query"].copy_(new["query"])

@@ -25,3 +25,14 @@ def setup(device: str, seed: int) -> dict:
 
 def step(state: dict):
     return launch(state, (N + THREADS - 1) // THREADS)   # one thread per element
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """A new vector, drawn as setup draws it."""
+    from perflab.workloads import fresh, sum_reduction
+
+    fresh.redraw(state, sum_reduction.make_input, seed, "x")

@@ -60,3 +60,7 @@ def step(state: dict):
 
     with torch.no_grad():
         return torch.stack([forward(state, x) for x in state["requests"]])   # one request at a time
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("requests",)

@@ -70,3 +70,14 @@ def step(state: dict):
         if state["world"] > 1:
             dist.all_reduce(out)
         return out
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New rows for this rank (its own data, as setup seeds it per rank)."""
+    from perflab.workloads import fresh
+
+    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])

@@ -92,3 +92,8 @@ def step(state: dict):
         y = forward(state, state["x"])                    # every request, on every rank
         n, r = state["size"]["per_rank"], state["rank"]
         return y[r * n:(r + 1) * n]                       # the rows of this rank's clients
+
+
+# No input the fix checker can refill (puzzles/engine/guard.py): the solution keeps its own clone of its clients'
+# rows (state["mine"]) made in setup, so a refill of state["x"] cannot reach what it serves.
+INPUTS = ()

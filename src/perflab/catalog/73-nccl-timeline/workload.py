@@ -75,3 +75,14 @@ def step(state: dict):
             gather(state, i, state["full"])          # the weight, then the layer: one after the other
             y = F.gelu(y @ state["full"].view(h, h))
         return finish(state, y)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New rows for this rank (its own data, as setup seeds it per rank)."""
+    from perflab.workloads import fresh
+
+    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])

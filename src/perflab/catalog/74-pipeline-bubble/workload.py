@@ -104,3 +104,7 @@ def gpipe_step(state: dict, m: int):
 
 def step(state: dict):
     return gpipe_step(state, MICRO_BATCHES)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)  # the same batch on every rank (stage 0 reads it): the default refill is rank-independent

@@ -62,3 +62,14 @@ def step(state: dict):
         for g in grads:                                            # one all-reduce per head's gradient
             dist.all_reduce(g)
     return grads.reshape(-1).div_(state["world"])
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("x",)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New rows for this rank (its own data, as setup seeds it per rank)."""
+    from perflab.workloads import fresh
+
+    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])

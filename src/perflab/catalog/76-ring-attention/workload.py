@@ -87,3 +87,17 @@ def step(state: dict):
                 kv = into
         outs.append(acc[0].to(q.dtype))
     return tuple(outs)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("layers",)  # the queries, keys and values (activations, not weights)
+
+
+def refill(state: dict, seed: int) -> None:
+    """New queries, keys and values for this rank's positions (its own data, as setup seeds it per rank)."""
+    from perflab.workloads import fresh
+
+    base = (int(seed) * 7919 + state["rank"]) * 97
+    for i, (q, kv) in enumerate(state["layers"]):
+        fresh.randn_(q, base + 2 * i)
+        fresh.randn_(kv, base + 2 * i + 1)

@@ -1,8 +1,16 @@
 """The fix checker's guards: a fix cannot fool the clock.
 
-- Fresh inputs on every timed repetition: before each sample the tensors a workload names as its inputs
-  (`INPUTS = ("x", ...)` in workload.py) are refilled in place, with the same new values in the reference's
-  and the fix's state (a fix that caches its result across steps returns a stale one).
+- Fresh inputs on every timed repetition: before each sample the entries a workload names as its inputs
+  (`INPUTS = ("x", ...)` in workload.py: data a fix could cache a result of across steps, never weights a fix
+  may legitimately pre-process once) are refilled in place, with the same new values in the reference's and
+  the fix's state (a fix that caches its result across steps returns a stale one). Only names present in
+  both states are refilled. The default refill (`refresh`): every tensor of the entry (a tensor, or a list or
+  tuple of them, nested) gets new values drawn on the check's device: floats standard normal, integers
+  uniform in the tensor's current [min, max]. A workload whose inputs need other values (token ids over the
+  vocabulary, a pool of texts, a skewed routing, data drawn per rank) defines `refill(state, seed)`, which the
+  guard calls on both states instead (helpers: perflab.workloads.fresh). `INPUTS = ()` says the step has
+  none the guard can refill (a comment in the workload says why); tests/test_catalog_inputs.py makes every
+  catalog workload decide.
 - Outputs compared on every repetition, not only the first: after each pair of samples the side that ran fewer
   steps (each side repeats its step as often as its own speed needs) runs untimed steps until both have run
   as many, then their last outputs are compared: the same step of the same state, since a workload's step may
@@ -36,21 +44,42 @@ def input_keys(module: Any, state: Any) -> list[str]:
     return [k for k in names if isinstance(state, dict) and k in state]
 
 
-def refresh(state: dict, keys: list[str], seed: int) -> None:
-    """Refill the named tensors in place with values drawn from `seed` (same seed, same values)."""
+def _tensors(value: Any) -> list[Any]:
+    """The tensors of an input entry: the tensor itself, or those of a list or tuple of them (nested)."""
     import torch
 
-    for i, k in enumerate(keys):
-        t = state[k]
-        if not isinstance(t, torch.Tensor):
-            continue
-        gen = torch.Generator(device=t.device).manual_seed(seed * 1009 + i)
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def refresh(state: dict, keys: list[str], seed: int, device: str | None = None) -> None:
+    """Refill the named tensors in place with values drawn from `seed` (same seed, same values) on `device`
+    (default: each tensor's own; a host input of a GPU check is drawn on the GPU, then copied)."""
+    import torch
+
+    leaves = [t for k in keys for t in _tensors(state[k])]
+    for i, t in enumerate(leaves):
+        where = torch.device(device) if device else t.device
+        gen = torch.Generator(device=where).manual_seed(seed * 1009 + i)
         with torch.no_grad():
             if t.is_floating_point():
-                t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32).to(t.dtype))
+                t.copy_(torch.randn(t.shape, generator=gen, device=where, dtype=torch.float32).to(t.dtype))
             elif t.dtype != torch.bool and t.numel():
                 lo, hi = int(t.min()), int(t.max())
-                t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen, device=t.device, dtype=t.dtype))
+                t.copy_(torch.randint(lo, hi + 1, t.shape, generator=gen, device=where, dtype=t.dtype))
+
+
+def refill(module: Any, state: dict, keys: list[str], seed: int, device: str | None = None) -> None:
+    """Fresh inputs in `state`: the workload's own `refill(state, seed)` where it defines one, else `refresh`."""
+    if not keys:
+        return
+    if callable(getattr(module, "refill", None)):
+        module.refill(state, seed)
+    else:
+        refresh(state, keys, seed, device)
 
 
 class _Counted:
@@ -84,9 +113,8 @@ def time_guarded(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str
     for rep in range(reps + 1):          # the first pair warms up and is not kept
         if not timed.mismatch:
             in_step(a, b, device)        # fresh inputs land on the same step of both
-            if keys:
-                refresh(ref_state, keys, seed + rep)
-                refresh(fix_state, keys, seed + rep)
+            refill(ref, ref_state, keys, seed + rep, device)
+            refill(ref, fix_state, keys, seed + rep, device)
         slow, fast = float(ref_sample()), float(fix_sample())
         if not timed.mismatch:
             in_step(a, b, device)
