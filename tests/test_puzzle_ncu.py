@@ -359,11 +359,18 @@ NCU_PUZZLES = [p for p in shipped_puzzles() if "ncu" in p.tools]
 RECORDED = [p for p in NCU_PUZZLES if ncu_evidence.has(p.artifacts, "slow")]
 
 
+# A kernel puzzle's bar is 1.5x, except where the honest gain on the H100 is smaller and the lesson is worth it
+# (named here, so that no other bar drops unseen): warp-specialization (issue 28: 1.27x for the same tile and
+# stages, the prototype's recording; only 1.09x over the best non-specialized configuration it tried).
+LOWER_BARS = {"warp-specialization": 1.15}
+
+
 @pytest.mark.parametrize("puzzle", NCU_PUZZLES, ids=[p.id for p in NCU_PUZZLES])
 def test_shipped_kernel_puzzle_declares_its_kernels_and_ncu_questions(puzzle):
     assert puzzle.ncu.kernel and puzzle.check.planted in puzzle.taxonomy and len(puzzle.hints) >= 3
     assert any(q.analysis == "ncu_top_id" for q in puzzle.questions)
-    assert any(q.analysis == "speedup" for q in puzzle.questions) and puzzle.check.speedup >= 1.5
+    assert any(q.analysis == "speedup" for q in puzzle.questions)
+    assert puzzle.check.speedup >= LOWER_BARS.get(puzzle.id, 1.5)
 
 
 @pytest.mark.parametrize("puzzle", RECORDED, ids=[p.id for p in RECORDED])

@@ -206,7 +206,8 @@ STALL_MEANING = {
     "lg_throttle": "the local/global memory instruction queue is full",
     "drain": "waiting at exit for outstanding memory writes",
     "membar": "waiting on memory fences",
-    "barrier": "waiting at a block barrier (__syncthreads)",
+    "barrier": "waiting at a barrier: a block barrier (__syncthreads, named barriers) or, on Hopper, a warpgroup "
+               "waiting for its own MMAs (wgmma.wait_group)",
     "short_scoreboard": "waiting for shared-memory or special-function results",
     "mio_throttle": "the shared-memory (MIO) instruction queue is full",
     "wait": "fixed-latency dependencies between instructions",

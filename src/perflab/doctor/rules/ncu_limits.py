@@ -114,6 +114,37 @@ def at_roof(ctx: KernelContext, others: list[Finding], ev: dict) -> list[Finding
     return out
 
 
+TENSOR = "tensor pipe"
+TENSOR_FIX = {
+    "barrier": "Keep MMAs in flight. The warps that issue the tensor-core MMAs wait at barriers: on their own MMAs' "
+               "completion (wgmma.wait_group; WARPGROUP.DEPBAR in SASS) or at block-wide syncs between filling a "
+               "shared-memory stage and multiplying it. Issue a K-step's MMAs back to back and wait once, and let "
+               "producer warps fill a ring of stages (TMA or cp.async, mbarriers between stages) while consumer "
+               "warps only issue MMAs: warp specialization (Triton: tl.range(..., warp_specialize=True); CUTLASS: a "
+               "warp-specialized mainloop). Nsight Compute's Source page shows on which instruction the samples wait.",
+    "memory": "Keep operands in flight: a deeper ring of shared-memory stages (num_stages), asynchronous copies "
+              "(cp.async, TMA) issued stages ahead of the MMAs, or producer warps that only load (warp "
+              "specialization).",
+}
+
+
+def tensor_pipe_waits(ctx: KernelContext, top: list) -> tuple[str, dict, str] | None:
+    """The busiest unit below its roof is the tensor pipe. Its work is already on tensor cores and one MMA keeps
+    the pipe busy for many cycles, so issue slots are mostly idle and ILP or cheaper math cannot help: the pipe
+    idles while the warps that feed it wait. Their top stall says on what. (fix, evidence, why) or None."""
+    tensor = ctx.units.compute.get(TENSOR)
+    issue = ctx.m(*ISSUE)
+    if tensor is None or tensor < ctx.units.busiest_compute[1] - 1.0 or not top or (issue or 0.0) >= BUSY_PCT:
+        return None
+    reason = top[0].reason
+    kind = "barrier" if reason == "barrier" else "memory" if reason in MEMORY_WAITS else None
+    if kind is None:
+        return None
+    slots = f", issue slots {issue:.0f} % busy" if issue is not None else ""
+    why = f"; the tensor pipe idles {100 - tensor:.0f} % of the time while its warps stall on {ctx.stalls.text(3)}{slots}"
+    return TENSOR_FIX[kind], {"tensor_pipe_pct": tensor, "issue_slots_pct": issue}, why
+
+
 def below_roof(ctx: KernelContext, ev: dict) -> Finding:
     """No rule explained why no unit is at its roof: the busiest unit, then the stalls, decide."""
     unit, busiest = ctx.units.busiest
@@ -135,6 +166,10 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
                "blocks to fill every SM; or move fewer bytes (fuse, narrower types)." if fid == "memory-bound" else
                "Raise issue efficiency: more independent instructions per thread (ILP), cheaper math (fast "
                "intrinsics, lower precision), tensor cores for matrix work.")
+        fed = tensor_pipe_waits(ctx, top) if fid == "compute-bound" else None
+        if fed is not None:
+            fix, extra, why = fed
+            ev.update(extra)
         return make(ctx, fid, gain, ev, fix, f"{unit} is its busiest unit at {busiest:.0f} % of peak, below its "
                                              f"roof (~{PRACTICAL_PCT:.0f} % reachable){why}")
     if not top:
