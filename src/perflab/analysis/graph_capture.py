@@ -45,7 +45,7 @@ class Capture:
     ops: np.ndarray        # the op that made each launch (-1: none, or an annotation)
     kinds: np.ndarray      # the GPU kind each launch makes (KERNEL, MEMSET, MEMCPY)
     names: np.ndarray      # the kernel's name id where the op names it, -1 where it does not, -2: a name no row has
-    work: np.ndarray       # per launch, a key of its op's work (name, shapes, dtypes, scalars): -1 without an op
+    work: np.ndarray       # per launch, what decides its op's work: (name, shapes, dtypes, scalars); -1s without op
 
 
 @dataclass
@@ -122,13 +122,13 @@ def _names(trace: Trace, ops: np.ndarray, ids: dict[str, int]) -> np.ndarray:
 
 
 def _work(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """Per launch: its op's name, shapes, dtypes and scalars (ids into the trace's tables), -1s without an op."""
+    key = np.full((ops.size, 4), -1, dtype=np.int64)
     has = ops >= 0
-    key = np.full(ops.size, -1, dtype=np.int64)
-    if has.any():
-        o = ops[has]
-        concrete = trace.concrete[o] if trace.concrete is not None else np.zeros(o.size, dtype=np.int64)
-        cols = np.stack([trace.name[o], trace.shape[o], trace.dtype[o], concrete]).astype(np.int64)
-        _, key[has] = np.unique(cols, axis=1, return_inverse=True)
+    o = ops[has]
+    key[has, 0], key[has, 1], key[has, 2] = trace.name[o], trace.shape[o], trace.dtype[o]
+    if trace.concrete is not None:
+        key[has, 3] = trace.concrete[o]
     return key
 
 
@@ -195,7 +195,7 @@ def _best(caps: list[Capture], kinds: np.ndarray, names: np.ndarray, limit: int)
     top = max(scored)
     tied = [caps[i] for whole, agree, i in scored if (whole, agree) == top[:2]]
     agree = top[1]
-    work = {tuple(c.work[:agree].tolist()) for c in tied}
+    work = {c.work[:agree].tobytes() for c in tied}
     if len(work) > 1:
         return None, 0, True
     return tied[-1], agree, False

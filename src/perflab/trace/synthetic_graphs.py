@@ -53,7 +53,7 @@ def replay(b: TraceBuilder, nodes: list[tuple], *, stream: int = 7, launch_us: f
     for i, node in enumerate(nodes):
         kind, name, us = node[0], node[1], node[2]
         on = streams[i] if streams else stream
-        extra = {"bytes": node[3]} if len(node) > 3 else {"grid": [64, 1, 1], "block": [128, 1, 1]}
+        extra = {"bytes": node[3]} if len(node) > 3 else {"grid": [528, 1, 1], "block": [128, 1, 1]}
         b._x(_CATS[kind], name, t, us, pid=b.device, tid=on,
              **{"device": b.device, "context": 1, "stream": on, "correlation": corr, **extra})
         t += us + 0.4
@@ -68,7 +68,7 @@ def eager(b: TraceBuilder, ops: list[tuple], *, stream: int = 7, cpu_us: float =
             b.now += cpu_us * 0.5
             for node in launches:
                 kind, gname, us = node[0], node[1], node[2]
-                extra = {"bytes": node[3]} if len(node) > 3 else {"grid": [64, 1, 1], "block": [128, 1, 1]}
+                extra = {"bytes": node[3]} if len(node) > 3 else {"grid": [528, 1, 1], "block": [128, 1, 1]}
                 b.gpu_op(_CATS[kind], gname, us, stream, _CALLS[kind][0], LAUNCH_US, ev["args"]["External id"],
                          **extra)
             b.now += cpu_us * 0.5
