@@ -5,8 +5,9 @@ A kernel's External id names the innermost CPU op that launched it (with record_
 "Input Dims", "Input type" and "Concrete Inputs"). An op's GPU time is the time of every kernel it launched
 inside the analysis windows. Device-to-device copies and memsets carry their bytes in the trace and are
 modelled from them. Whatever the model cannot price is counted, with the reason, never dropped:
-`no_shapes` (record_shapes was off), `unknown_op` (an op the model does not know), `no_op` (a kernel with
-no CPU op: replayed from a CUDA graph, or launched outside the profiler's view). Pure.
+`no_shapes` (record_shapes was off), `unknown_op` (an op the model does not know), `graph_replay` (replayed from
+a CUDA graph whose capture the trace does not hold, or that no capture matches: analysis/graph_capture.py gives the
+others the work of the op that captured them), `no_op` (launched outside the profiler's view). Pure.
 """
 from __future__ import annotations
 
