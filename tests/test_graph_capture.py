@@ -154,11 +154,18 @@ def test_a_capture_after_the_replay_is_not_its_graph(tmp_path):
 def test_launches_that_ran_are_not_captured(tmp_path):
     # an op run eagerly inside the capture window (another stream, relaxed mode) has its kernel: not a graph node
     b = TraceBuilder()
-    sg.capture(b, _ops()[:1])
+    ops = _ops()
+    sg.capture(b, ops[:1])
+    end = b.events[-2]                                   # cudaStreamEndCapture: move it after an eager op
+    assert end["name"] == "cudaStreamEndCapture"
+    b.op("aten::add", [(ELEMENTWISE, 2.0)], dims=ops[3][1], dtypes=ops[3][2], stream=9)
+    end["ts"] = b.now
     trace = _load(tmp_path, b, "eager_inside")
-    assert [c.launches.size for c in captures(trace)] == [1]
-    rows = replayed_ops(trace, trace.rows(trace.kind >= 0)[:0])
-    assert rows.stats["captures"] == 1 and rows.stats["replays"] == 0
+    (cap,) = captures(trace)
+    assert cap.launches.size == 1 and trace.name_of(int(cap.ops[0])) == "aten::mm"
+    assert launch_records(trace)["unrecorded"] == 0
+    assert replayed_ops(trace, trace.rows(trace.kind < 0)).stats == {
+        "captures": 1, "replays": 0, "priced_replays": 0, "ambiguous_replays": 0, "partly_matched_replays": 0}
 
 
 def test_without_the_capture_the_note_says_how_to_record_it(tmp_path):
