@@ -84,6 +84,32 @@ def graphed_decode(path: Path) -> dict:
             "window": "steady state, no ProfilerStep (a serving loop)", "calls": steps, "steps": "none"}
 
 
+def graphed_decode_capture(path: Path) -> dict:
+    """The graphed decode with its capture inside the window: the profiler runs from before torch.cuda.graph
+    captures the forward (with the two warm-up calls on a side stream) through 20 replays."""
+    from perflab.workloads import llama
+
+    batch, steps = 16, 20
+    model = llama.build(llama.LLAMA_3_2_1B, "cuda", 0, batch=batch, max_seq=512)
+    tokens = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
+    positions = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.inference_mode(), torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+        graph, logits = llama.capture(lambda: model.forward_slots(tokens, positions))
+        positions.fill_(100)
+        torch.cuda.synchronize()
+        for _ in range(steps):
+            graph.replay()
+            tokens.copy_(logits.argmax(-1, keepdim=True))
+            positions.add_(1)
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(path))
+    return {"program": "examples/stacks/graphed_decode.py (Llama-3.2-1B shapes, batch 16)",
+            "window": "the graph's capture (after two side-stream warm-up calls), then replays; no ProfilerStep",
+            "calls": steps, "steps": "none"}
+
+
 def hf_recording(cache: str, compile_: bool, cold: bool):
     def run(path: Path) -> dict:
         hf = load("hf_generate")
@@ -123,6 +149,13 @@ RECORDINGS = {
     "block_fn_max_autotune": block_recording("function", "max-autotune", False),
 }
 
+# Windows that hold a CUDA graph's capture (scripts/record_graph_capture.sh): recorded only when named.
+CAPTURE_RECORDINGS = {
+    "graphed_decode_capture": graphed_decode_capture,
+    "block_module_reduce_overhead_cold": block_recording("module", "reduce-overhead", True, calls=8),
+    "hf_static_compiled_cold": hf_recording("static", True, True),
+}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -130,6 +163,9 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("names", nargs="*", default=list(RECORDINGS))
     args = ap.parse_args()
+    known = {**RECORDINGS, **CAPTURE_RECORDINGS}
+    if unknown := [n for n in args.names if n not in known]:
+        ap.error(f"unknown recording(s) {', '.join(unknown)}; known: {', '.join(known)}")
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     manifest = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -147,7 +183,7 @@ def main() -> int:
         t0 = time.perf_counter()
         path = args.out / f"{name}.trace.json.gz"
         try:
-            info = RECORDINGS[name](path)
+            info = known[name](path)
         except Exception as exc:  # one broken stack must not cost the others
             print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
             manifest["traces"][name] = {"error": f"{type(exc).__name__}: {exc}"}

@@ -108,7 +108,7 @@ def test_the_vllm_decode_steps_are_its_engine_steps():
     assert top.evidence["unjudged_gpu_time_pct"] > 80 and top.evidence["ncu_command"].startswith("perflab ncu")
     unjudged = top.evidence["why"]
     assert unjudged.startswith("83% of its GPU time is replayed from CUDA graphs")
-    assert "CUDA graphs off" in unjudged
+    assert "CUDA graphs off" in unjudged and "record the capture too" in unjudged   # vLLM's warm-up captures them
 
 
 def test_the_linear_model_iterations():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.analysis.graph_capture import HOW_TO_RECORD
 from perflab.doctor import diagnose
 
 STACKS = Path(__file__).parent / "data" / "stacks"
@@ -29,8 +30,10 @@ def test_graphed_decode_steps_are_its_graph_replays():
     busy = report.analyses["summary"]["gpu_busy_pct"]
     assert 80 < busy < 90
     assert not {"host-compute", "launch-overhead", "gpu-idle", "host-sync"} & set(_ids(report))
-    # its kernels are replays: tied to no op with shapes, and said so
+    # its kernels are replays: tied to no op with shapes, and said so, with how to record the graph's capture that
+    # would price them (the window starts after it)
     assert report.analyses["speed_of_light"]["unmodelled"]["graph_replay"]["kernels"] > 800
+    assert report.verdict.startswith("Not judged") and HOW_TO_RECORD in report.verdict
 
 
 def test_reduce_overhead_replays_are_not_blamed_on_missing_shapes():

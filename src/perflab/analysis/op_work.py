@@ -5,8 +5,9 @@ A kernel's External id names the innermost CPU op that launched it (with record_
 "Input Dims", "Input type" and "Concrete Inputs"). An op's GPU time is the time of every kernel it launched
 inside the analysis windows. Device-to-device copies and memsets carry their bytes in the trace and are
 modelled from them. Whatever the model cannot price is counted, with the reason, never dropped:
-`no_shapes` (record_shapes was off), `unknown_op` (an op the model does not know), `no_op` (a kernel with
-no CPU op: replayed from a CUDA graph, or launched outside the profiler's view). Pure.
+`no_shapes` (record_shapes was off), `unknown_op` (an op the model does not know), `graph_replay` (replayed from
+a CUDA graph whose capture the trace does not hold, or that no capture matches: analysis/graph_capture.py gives the
+others the work of the op that captured them), `no_op` (launched outside the profiler's view). Pure.
 """
 from __future__ import annotations
 
@@ -97,10 +98,12 @@ class OpWork:
     kernel_us: float                     # GPU time in the windows: kernels, device copies, memsets (not host copies)
     unmodelled: dict[str, dict]          # reason -> {"us", "kernels", "names": {name: us}}
     shapes_recorded: bool                # some op in the trace carries Input Dims
-    # per modelled kernel, in time order: its row, the op call (CPU op row) and the group index
+    # per modelled kernel, in time order: its row, its op call (the CPU op row; a replayed kernel: a key of its
+    # replay and capturing op) and the group index
     kernel_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     kernel_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     kernel_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    graph_replays: dict = field(default_factory=dict)   # graph_capture.replayed_ops' stats; {} without replays
 
     @property
     def modelled_us(self) -> float:
@@ -135,21 +138,24 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
     kernels, ops = kernels[order], ops[order]
     dur = trace.dur
     # a CUDA-graph replay ties its kernels to the op around cudaGraphLaunch (a compiled region), not to the
-    # ops that launched them at capture: their work is unknown to this trace, whatever that op's shapes
-    no_op = (ops < 0) | _replayed(trace, kernels)
+    # ops that launched them at capture: they take the capturing op's work where the trace holds the capture
+    # (analysis/graph_capture.py), one call per replay, and stay unpriced where it does not
+    ops, calls, graph_stats = _with_captures(trace, kernels, ops)
+    no_op = ops < 0
     _orphans(trace, kernels[no_op], unmodelled)
     unshaped = ~no_op
     unshaped[unshaped] = trace.shape[ops[unshaped]] < 0
     _sum_by_name(trace, ops[unshaped], dur[kernels[unshaped]], unmodelled, "no_shapes")
     keep = ~no_op & ~unshaped
-    kernels, ops = kernels[keep], ops[keep]
-    by_op = np.argsort(ops, kind="stable")       # each op's kernels together, in time order within it
-    sorted_ops = ops[by_op]
-    starts = np.flatnonzero(np.r_[True, sorted_ops[1:] != sorted_ops[:-1]]) if ops.size else np.zeros(0, np.int64)
-    ends = np.r_[starts[1:], ops.size]
+    kernels, ops, calls = kernels[keep], ops[keep], calls[keep]
+    by_call = np.argsort(calls, kind="stable")    # each call's kernels together, in time order within it
+    sorted_calls = calls[by_call]
+    starts = (np.flatnonzero(np.r_[True, sorted_calls[1:] != sorted_calls[:-1]]) if calls.size
+              else np.zeros(0, np.int64))
+    ends = np.r_[starts[1:], calls.size]
     for a, b in zip(starts.tolist(), ends.tolist()):
-        op = int(sorted_ops[a])
-        mine = kernels[by_op[a:b]]
+        op = int(ops[by_call[a]])
+        mine = kernels[by_call[a:b]]
         us = float(dur[mine].sum())
         name = trace.name_of(op)
         sid, tid, cid = int(trace.shape[op]), int(trace.dtype[op]), int(trace.concrete[op])
@@ -200,10 +206,26 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
     k_groups_a = np.asarray(k_groups, dtype=np.int64)
     by_time = np.argsort(trace.ts[k_rows_a], kind="stable") if k_rows_a.size else k_rows_a
     k_rows_a, k_groups_a = k_rows_a[by_time], k_groups_a[by_time]
-    op_of = dict(zip(kernels.tolist(), ops.tolist()))
+    op_of = dict(zip(kernels.tolist(), calls.tolist()))
     k_ops = np.array([op_of.get(r, -1 - r) for r in k_rows_a.tolist()], dtype=np.int64)  # copies: a call each
     return OpWork(groups=ordered, kernel_us=total, unmodelled=unmodelled, shapes_recorded=shaped,
-                  kernel_rows=k_rows_a, kernel_ops=k_ops, kernel_groups=k_groups_a)
+                  kernel_rows=k_rows_a, kernel_ops=k_ops, kernel_groups=k_groups_a, graph_replays=graph_stats)
+
+
+def _with_captures(trace: Trace, kernels: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Each kernel's op and call: a replayed kernel's op is the one that captured it (-1 without a capture) and
+    its call a key of (replay, op), past every row number; any other kernel's call is its op's row."""
+    replayed = _replayed(trace, kernels)
+    ops = ops.copy()
+    calls = ops.copy()
+    if not replayed.any():
+        return ops, calls, {}
+    from perflab.analysis.graph_capture import replayed_ops
+
+    match = replayed_ops(trace, kernels[replayed])
+    ops[replayed] = match.ops
+    calls[replayed] = np.where(match.ops >= 0, len(trace) * (match.replays + 1) + match.ops, -1)
+    return ops, calls, match.stats
 
 
 def _orphans(trace: Trace, rows: np.ndarray, unmodelled: dict) -> None:

@@ -20,10 +20,14 @@ TAIL_MIN = 10  # fewer unrecorded launches at the end are noise (a failed launch
 
 
 def kernel_launch_rows(trace: Trace) -> np.ndarray:
-    """Runtime rows that launch one kernel each (graph launches and host functions excluded), by start."""
+    """Runtime rows that launch one kernel each (graph launches, host functions and launches captured into a CUDA
+    graph excluded), by start."""
     def compute() -> np.ndarray:
+        from perflab.analysis.graph_capture import captured_launches
+
         rows = np.flatnonzero((trace.kind == RUNTIME) &
                               trace.name_table_mask(lambda n: _KERNEL_LAUNCH.fullmatch(n) is not None))
+        rows = rows[~np.isin(rows, captured_launches(trace))]
         return rows[np.argsort(trace.ts[rows], kind="stable")]
     return trace.cached("kernel_launch_rows", compute)
 

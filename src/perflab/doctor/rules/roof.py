@@ -39,16 +39,27 @@ def ready(ctx: Context) -> bool:
 def unjudged_why(ctx: Context) -> str:
     """Why the speed of light cannot be judged, naming what would let it be (ready(ctx) is False)."""
     work = ctx.op_work
-    replayed = work.unmodelled.get("graph_replay", {}).get("us", 0.0)
-    if work.kernel_us > 0 and replayed >= 0.5 * work.kernel_us:
-        return (f"{100 * replayed / work.kernel_us:.0f}% of its GPU time is replayed from CUDA graphs, whose kernels "
-                "the trace ties to no op (profile a run with CUDA graphs off and record_shapes=True, or run "
-                "Nsight Compute on the top kernels)")
+    if work.kernel_us > 0 and (why := replay_why(ctx, work.kernel_us)):
+        replayed = work.unmodelled["graph_replay"]["us"]
+        return f"{100 * replayed / work.kernel_us:.0f}% of its GPU time is {why}"
     if not work.shapes_recorded:
         return "the trace has no op shapes (profile with record_shapes=True)"
     if not ctx.ceilings.known:
         return f"no ceilings are known for {ctx.ceilings.device or 'this GPU'} (run `perflab bench` on it)"
     return "no kernel could be tied to an op with shapes"
+
+
+def replay_why(ctx: Context, of_us: float) -> str | None:
+    """`replayed from CUDA graphs, unpriced: why, and how to record a trace that prices them` when unpriced replayed
+    kernels hold at least half of `of_us`; None otherwise."""
+    from perflab.analysis.graph_capture import replay_note
+
+    work = ctx.op_work
+    replayed = work.unmodelled.get("graph_replay", {}).get("us", 0.0)
+    if of_us <= 0 or replayed < 0.5 * of_us:
+        return None
+    note = replay_note(work.graph_replays) or "the trace ties them to no op"
+    return f"replayed from CUDA graphs, unpriced: {note}"
 
 
 def covers(ctx: Context) -> bool:

@@ -38,7 +38,7 @@ def unpriced_kernels(ctx: Context) -> list[dict]:
 
 def unjudged(ctx: Context) -> Finding | None:
     """A `below-roof` note when the priced work is under half the GPU time; None when the time was judged."""
-    from perflab.doctor.rules.roof import kernel_ncu_command, ready, unjudged_why
+    from perflab.doctor.rules.roof import kernel_ncu_command, ready, replay_why, unjudged_why
 
     work = ctx.op_work
     total = work.kernel_us
@@ -62,10 +62,12 @@ def unjudged(ctx: Context) -> Finding | None:
                "us_per_step": round(k["us"] / n, 2), "launches_per_step": round(k["rows"].size / n, 2)}
               for k in kernels[:TOP_KERNELS]]
     names = ", ".join(f"{k['kernel'][:60]} ({k['gpu_time_pct']:.0f} %)" for k in listed[:3])
-    why = unjudged_why(ctx) if not ready(ctx) else "the work model has no formula for their ops or kernels"
+    replays = replay_why(ctx, unpriced)
+    why = unjudged_why(ctx) if not ready(ctx) else replays or "the work model has no formula for their ops or kernels"
     summary = (f"Not judged: {share:.0f}% of the GPU time is in kernels the work model cannot price ({names}), "
                f"so how close it runs to its roof is unknown; the GPU is busy {ctx.gpu_busy_pct:.0f}% of step time. "
-               f"Profile the top kernel with Nsight Compute: {cmd or 'perflab ncu on it'}.")
+               + (f"Most of it is {replays}. Or profile" if replays else "Profile")
+               + f" the top kernel with Nsight Compute: {cmd or 'perflab ncu on it'}.")
     return Finding(
         id="below-roof", severity="low", gain_pct=0.0, summary=summary,
         evidence={"unjudged_gpu_time_pct": round(share, 1), "priced_gpu_time_pct": round(100 * priced / total, 1),
