@@ -57,23 +57,37 @@ class CriticalPath:
                                          / total, 1) if total else 0.0}
 
 
-def _lane(trace: Trace, r: int) -> str:
-    return f"stream {int(trace.stream[r])}" if trace.kind[r] in GPU_WORK_KINDS else f"thread {int(trace.tid[r])}"
+class _Graph:
+    """What every window's walk reads, computed once per trace (whole-trace passes cost more than a window's walk):
+    the GPU and runtime masks, ends, synchronizing calls, each row's lane (GPU rows by stream, the rest by thread) and
+    the rows a window can select, sorted by the time that selects them (_selected)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.end = trace.ts + np.nan_to_num(trace.dur, nan=0.0)
+        self.gpu = np.isin(trace.kind, list(GPU_WORK_KINDS))
+        self.rt = trace.kind == RUNTIME
+        self.sync = trace.name_table_mask(is_sync_call)
+        self.lane = np.where(self.gpu, trace.stream, trace.tid)
+        # a runtime call is selected by its start, a GPU op by its launch's start (its own without a launch)
+        launch = launch_of(trace)
+        linked = self.gpu & (launch >= 0)
+        key = np.where(self.rt | self.gpu, trace.ts, np.nan)
+        key[linked] = trace.ts[launch[linked]]
+        self.by_key = np.argsort(key, kind="stable")
+        self.keys = key[self.by_key]
+
+
+def _graph(trace: Trace) -> _Graph:
+    return trace.cached("critical_path_graph", lambda: _Graph(trace))
 
 
 def _selected(trace: Trace, t0: float | None, t1: float | None) -> np.ndarray:
     """The runtime calls that start within [t0, t1] and the GPU ops they launched, wherever those end (the GPU
     lags the host: a window's kernels often end after it); a GPU op with no recorded launch by its own start."""
-    gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
-    rt_mask = trace.kind == RUNTIME
-    lo = -np.inf if t0 is None else t0
-    hi = np.inf if t1 is None else t1
-    inside = (trace.ts >= lo) & (trace.ts <= hi)
-    launch = launch_of(trace)
-    launched = np.zeros(len(trace), dtype=bool)
-    linked = gpu_mask & (launch >= 0)
-    launched[linked] = inside[launch[linked]]
-    return np.flatnonzero((rt_mask & inside) | launched | (gpu_mask & (launch < 0) & inside))
+    g = _graph(trace)
+    lo = 0 if t0 is None else int(np.searchsorted(g.keys, t0, side="left"))
+    hi = int(np.searchsorted(g.keys, np.inf if t1 is None else t1, side="right"))
+    return np.sort(g.by_key[lo:hi])
 
 
 def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None) -> CriticalPath:
@@ -101,53 +115,62 @@ def step_critical_path(trace: Trace, windows) -> CriticalPath:
 
 
 def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
-    dur = np.nan_to_num(trace.dur, nan=0.0)
-    end = trace.ts + dur
-    gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
-    rt_mask = trace.kind == RUNTIME
     if rows.size == 0:
         return CriticalPath([], 0.0)
-    gpu = rows[gpu_mask[rows]]
-    rt = rows[rt_mask[rows]]
-    sync_rows = trace.name_table_mask(is_sync_call)
-    launch_of = {int(trace.correlation[r]): int(r) for r in rt if trace.correlation[r] >= 0}
-    by_lane = {}
-    for r in rows:
-        by_lane.setdefault(_lane(trace, int(r)), []).append(int(r))
-    order = {k: sorted(v, key=lambda r: (trace.ts[r], end[r])) for k, v in by_lane.items()}
-    pos = {r: i for v in order.values() for i, r in enumerate(v)}
-    gpu_by_end = gpu[np.argsort(end[gpu], kind="stable")]
-    gpu_ends = end[gpu_by_end]
+    g = _graph(trace)
+    # the walk runs on local indices into `rows`, over Python lists (a numpy scalar per lookup costs more)
+    ts_a, end_a, gpu_a, lane_a = trace.ts[rows], g.end[rows], g.gpu[rows], g.lane[rows]
+    ts, end, gpu_mask, sync_rows = ts_a.tolist(), end_a.tolist(), gpu_a.tolist(), g.sync[rows].tolist()
+    corr_a = trace.correlation[rows]
+    corr = corr_a.tolist()
+    rt = np.flatnonzero(g.rt[rows] & (corr_a >= 0))
+    launch_of = dict(zip(corr_a[rt].tolist(), rt.tolist()))   # the last call of an id wins
+    # each lane's rows by (start, end), ties in row order; prev: the row before on the same lane
+    local = np.arange(rows.size)
+    on_lane = np.lexsort((local, end_a, ts_a, lane_a, gpu_a))
+    same = (gpu_a[on_lane[1:]] == gpu_a[on_lane[:-1]]) & (lane_a[on_lane[1:]] == lane_a[on_lane[:-1]])
+    prev_a = np.full(rows.size, -1, dtype=np.int64)
+    prev_a[on_lane[1:]] = np.where(same, on_lane[:-1], -1)
+    prev = prev_a.tolist()
+    gpu = np.flatnonzero(gpu_a)
+    gpu_by_end = gpu[np.argsort(end_a[gpu], kind="stable")]
+    gpu_ends = end_a[gpu_by_end]
+    # scanning back from a GPU op for one on another stream skips its run of same-stream neighbours at once
+    by_end_lane = lane_a[gpu_by_end]
+    run_start = np.arange(gpu_by_end.size)
+    if run_start.size:
+        changes = np.flatnonzero(by_end_lane[1:] != by_end_lane[:-1]) + 1
+        starts = np.zeros(gpu_by_end.size, dtype=np.int64)
+        starts[changes] = changes
+        run_start = np.maximum.accumulate(starts)
+    lanes_by_end, run_start, gpu_by_end_l = by_end_lane.tolist(), run_start.tolist(), gpu_by_end.tolist()
+    lane_l = lane_a.tolist()
 
-    def latest_gpu_before(t: float, exclude_lane: str | None = None) -> int | None:
+    def latest_gpu_before(t: float, exclude: int | None = None) -> int | None:
         i = int(np.searchsorted(gpu_ends, t + EPS_US, side="right")) - 1
-        while i >= 0:
-            r = int(gpu_by_end[i])
-            if exclude_lane is None or _lane(trace, r) != exclude_lane:
-                return r
-            i -= 1
-        return None
+        if i >= 0 and exclude is not None and lanes_by_end[i] == lane_l[exclude]:
+            i = run_start[i] - 1
+        return gpu_by_end_l[i] if i >= 0 else None
 
     def predecessors(r: int) -> list[int]:
-        lane = _lane(trace, r)
-        i = pos[r]
-        out = [order[lane][i - 1]] if i > 0 else []
+        before = prev[r]
+        out = [before] if before >= 0 else []
         if gpu_mask[r]:
-            launch = launch_of.get(int(trace.correlation[r]))
+            launch = launch_of.get(corr[r])
             if launch is not None:
                 out.append(launch)
             ready = max((end[p] for p in out), default=-np.inf)
-            if trace.ts[r] - ready > EPS_US:   # started later than its stream and its launch allowed: a wait
-                other = latest_gpu_before(trace.ts[r], lane)
+            if ts[r] - ready > EPS_US:   # started later than its stream and its launch allowed: a wait
+                other = latest_gpu_before(ts[r], r)
                 if other is not None and end[other] > ready:
                     out.append(other)
         elif sync_rows[r]:
             waited = latest_gpu_before(end[r])
-            if waited is not None and end[waited] >= trace.ts[r]:
+            if waited is not None and end[waited] >= ts[r]:
                 out.append(waited)
-        return [p for p in out if end[p] <= trace.ts[r] + EPS_US or (not gpu_mask[r] and gpu_mask[p])]
+        return [p for p in out if end[p] <= ts[r] + EPS_US or (not gpu_mask[r] and gpu_mask[p])]
 
-    cur = int(rows[np.argmax(end[rows])])
+    cur = int(np.argmax(end_a))
     path = [cur]
     seen = {cur}
     while True:
@@ -162,17 +185,22 @@ def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
     kinds: dict[str, float] = {}
     on_path: dict[int, tuple[float, float]] = {}
     waiting = 0.0
-    covered_to = trace.ts[path[0]]
-    for r in path:
-        start = max(trace.ts[r], covered_to)
-        if trace.ts[r] > covered_to:
-            waiting += trace.ts[r] - covered_to
-        took = max(0.0, end[r] - start)
-        lanes[_lane(trace, r)] = lanes.get(_lane(trace, r), 0.0) + took
-        kinds[_KINDS.get(int(trace.kind[r]), "host")] = kinds.get(_KINDS.get(int(trace.kind[r]), "host"), 0.0) + took
+    covered_to = ts[path[0]]
+    rows_l = rows.tolist()
+    at = np.asarray(path)
+    lane_names = [f"stream {stream}" if on_gpu else f"thread {tid}" for stream, tid, on_gpu in
+                  zip(trace.stream[rows[at]].tolist(), trace.tid[rows[at]].tolist(), gpu_a[at].tolist())]
+    kind_names = [_KINDS.get(k, "host") for k in trace.kind[rows[at]].tolist()]
+    for i, lane, kind in zip(path, lane_names, kind_names):
+        start = max(ts[i], covered_to)
+        if ts[i] > covered_to:
+            waiting += ts[i] - covered_to
+        took = max(0.0, end[i] - start)
+        lanes[lane] = lanes.get(lane, 0.0) + took
+        kinds[kind] = kinds.get(kind, 0.0) + took
         if took > 0:
-            on_path[r] = (float(start), float(end[r]))
-        covered_to = max(covered_to, end[r])
-    return CriticalPath(rows=path, span_us=float(end[path[-1]] - trace.ts[path[0]]), by_lane=lanes,
-                        waiting_us=float(waiting), gpu_rows={r for r in path if gpu_mask[r]}, by_kind=kinds,
+            on_path[rows_l[i]] = (float(start), float(end[i]))
+        covered_to = max(covered_to, end[i])
+    return CriticalPath(rows=[rows_l[i] for i in path], span_us=float(end[path[-1]] - ts[path[0]]), by_lane=lanes,
+                        waiting_us=float(waiting), gpu_rows={rows_l[i] for i in path if gpu_mask[i]}, by_kind=kinds,
                         on_path=on_path)
