@@ -135,30 +135,46 @@ def _collectives(trace: Trace) -> list[dict]:
     host = sorted((r for r in recs if r.source != "kernel"), key=lambda r: (r.ts, r.source != "record_param_comms"))
     host_ts = np.array([r.ts for r in host])
     longest = max((r.end - r.ts for r in host), default=0.0)
-    launches = launch_of(trace)
+    launches = launch_of(trace)[rows]
     world = int(trace.meta.get("world_size") or 1)
     steps = profiler_steps(trace)
+    when = np.where(launches >= 0, trace.ts[np.maximum(launches, 0)], trace.ts[rows])
+    if len(steps):
+        at = np.searchsorted(steps.start, when, side="right") - 1
+        within = (at >= 0) & (when < steps.end[np.maximum(at, 0)])
+        step_of = np.where(within, steps.number[np.maximum(at, 0)], -1).tolist()
+        within = within.tolist()
+    else:
+        step_of, within = [None] * rows.size, [False] * rows.size
+    kinds: dict = {}   # collective_kind per distinct text (kernel names and recorded collective names repeat)
+
+    def kind_of(text):
+        if text not in kinds:
+            kinds[text] = collective_kind(text)
+        return kinds[text]
+
+    kernel_kinds = {}
     out = []
-    for row in rows.tolist():
-        rec = by_corr.get(int(trace.correlation[row]))
+    for row, corr, launch, name_id, stream, ts, dur, k, inside in zip(
+            rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), trace.name[rows].tolist(),
+            trace.stream[rows].tolist(), trace.ts[rows].tolist(), trace.dur[rows].tolist(), step_of, within):
+        rec = by_corr.get(corr)
         if rec is None and host:
-            rec = _enclosing(host, host_ts, trace, int(launches[row]), longest)
-        name = trace.name_of(row)
-        kernel_kind = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
-        kind = collective_kind(rec.collective) if rec else None
+            rec = _enclosing(host, host_ts, trace, launch, longest)
+        name = trace.names[name_id]
+        if name_id not in kernel_kinds:
+            kernel_kinds[name_id] = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
+        kernel_kind = kernel_kinds[name_id]
+        kind = kind_of(rec.collective) if rec else None
         if kind is None or (kernel_kind not in (None, "send_recv") and kind != kernel_kind):
             kind, rec = kernel_kind, (rec if kind is None else None)
         n = (rec.group_size if rec and rec.group_size else None) or world
         nbytes = message_bytes(kind, rec.in_nelems, rec.out_nelems, rec.dtype, n) if rec else None
-        launch = int(launches[row])
-        when = float(trace.ts[launch]) if launch >= 0 else float(trace.ts[row])
-        i = int(np.searchsorted(steps.start, when, side="right")) - 1 if len(steps) else -1
-        step = int(steps.number[i]) if i >= 0 and when < steps.end[i] else None
         out.append({
-            "row": row, "name": name, "kind": kind or "other", "stream": int(trace.stream[row]),
-            "ts": float(trace.ts[row]), "dur_us": float(trace.dur[row]), "group_size": n,
+            "row": row, "name": name, "kind": kind or "other", "stream": stream,
+            "ts": ts, "dur_us": dur, "group_size": n,
             "pg": (rec.pg if rec and rec.pg else None), "bytes": nbytes, "dtype": rec.dtype if rec else None,
-            "args_from": rec.source if rec else None, "step": step,
+            "args_from": rec.source if rec else None, "step": int(k) if inside else None,
         })
     _bandwidths(out, "dur_us")
     return out
@@ -254,7 +270,8 @@ def _by_kind(colls: list[dict], time_key: str) -> dict:
     return out
 
 
-def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
+def in_windows(colls: list[dict], windows: Windows) -> list[dict]:
+    """The collectives (dicts of `collectives`) whose kernel starts inside one of the windows."""
     if not colls:
         return []
     ts = np.array([c["ts"] for c in colls])
@@ -265,7 +282,7 @@ def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
 def rank_summary(trace: Trace, windows: Windows) -> dict:
     """One rank: step time, communication time, overlap, exposed communication, waiting, per step."""
     ov = overlaps(trace, windows)
-    colls = _in_windows(collectives(trace), windows)
+    colls = in_windows(collectives(trace), windows)
     waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
     st = step_times(trace)
     rows = np.array([c["row"] for c in colls], dtype=np.int64)
