@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab.analysis.links import launch_of
+from perflab.analysis.links import launch_of, match
 from perflab.analysis.syncs import is_sync_call
 from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
@@ -118,66 +118,24 @@ def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
     if rows.size == 0:
         return CriticalPath([], 0.0)
     g = _graph(trace)
-    # the walk runs on local indices into `rows`, over Python lists (a numpy scalar per lookup costs more)
-    ts_a, end_a, gpu_a, lane_a = trace.ts[rows], g.end[rows], g.gpu[rows], g.lane[rows]
-    ts, end, gpu_mask, sync_rows = ts_a.tolist(), end_a.tolist(), gpu_a.tolist(), g.sync[rows].tolist()
-    corr_a = trace.correlation[rows]
-    corr = corr_a.tolist()
-    rt = np.flatnonzero(g.rt[rows] & (corr_a >= 0))
-    launch_of = dict(zip(corr_a[rt].tolist(), rt.tolist()))   # the last call of an id wins
-    # each lane's rows by (start, end), ties in row order; prev: the row before on the same lane
-    local = np.arange(rows.size)
-    on_lane = np.lexsort((local, end_a, ts_a, lane_a, gpu_a))
-    same = (gpu_a[on_lane[1:]] == gpu_a[on_lane[:-1]]) & (lane_a[on_lane[1:]] == lane_a[on_lane[:-1]])
-    prev_a = np.full(rows.size, -1, dtype=np.int64)
-    prev_a[on_lane[1:]] = np.where(same, on_lane[:-1], -1)
-    prev = prev_a.tolist()
-    gpu = np.flatnonzero(gpu_a)
-    gpu_by_end = gpu[np.argsort(end_a[gpu], kind="stable")]
-    gpu_ends = end_a[gpu_by_end]
-    # scanning back from a GPU op for one on another stream skips its run of same-stream neighbours at once
-    by_end_lane = lane_a[gpu_by_end]
-    run_start = np.arange(gpu_by_end.size)
-    if run_start.size:
-        changes = np.flatnonzero(by_end_lane[1:] != by_end_lane[:-1]) + 1
-        starts = np.zeros(gpu_by_end.size, dtype=np.int64)
-        starts[changes] = changes
-        run_start = np.maximum.accumulate(starts)
-    lanes_by_end, run_start, gpu_by_end_l = by_end_lane.tolist(), run_start.tolist(), gpu_by_end.tolist()
-    lane_l = lane_a.tolist()
-
-    def latest_gpu_before(t: float, exclude: int | None = None) -> int | None:
-        i = int(np.searchsorted(gpu_ends, t + EPS_US, side="right")) - 1
-        if i >= 0 and exclude is not None and lanes_by_end[i] == lane_l[exclude]:
-            i = run_start[i] - 1
-        return gpu_by_end_l[i] if i >= 0 else None
-
-    def predecessors(r: int) -> list[int]:
-        before = prev[r]
-        out = [before] if before >= 0 else []
-        if gpu_mask[r]:
-            launch = launch_of.get(corr[r])
-            if launch is not None:
-                out.append(launch)
-            ready = max((end[p] for p in out), default=-np.inf)
-            if ts[r] - ready > EPS_US:   # started later than its stream and its launch allowed: a wait
-                other = latest_gpu_before(ts[r], r)
-                if other is not None and end[other] > ready:
-                    out.append(other)
-        elif sync_rows[r]:
-            waited = latest_gpu_before(end[r])
-            if waited is not None and end[waited] >= ts[r]:
-                out.append(waited)
-        return [p for p in out if end[p] <= ts[r] + EPS_US or (not gpu_mask[r] and gpu_mask[p])]
-
+    # local indices into `rows`; every row's predecessors at once (_predecessors), then the chain is followed
+    ts_a, end_a, gpu_a = trace.ts[rows], g.end[rows], g.gpu[rows]
+    preds = _predecessors(trace, g, rows, ts_a, end_a, gpu_a)
+    choice = _latest(preds, end_a, gpu_a).tolist()
+    ts, end, gpu_mask = ts_a.tolist(), end_a.tolist(), gpu_a.tolist()
     cur = int(np.argmax(end_a))
     path = [cur]
     seen = {cur}
     while True:
-        preds = [p for p in predecessors(cur) if p not in seen]
-        if not preds:
+        nxt = choice[cur]
+        if nxt < 0:
             break
-        cur = max(preds, key=lambda p: (end[p], gpu_mask[p]))
+        if nxt in seen:  # a cycle through near-equal times: the latest of the predecessors not yet on the path
+            left = [p for p in preds[cur].tolist() if p >= 0 and p not in seen]
+            if not left:
+                break
+            nxt = max(left, key=lambda p: (end[p], gpu_mask[p]))
+        cur = nxt
         path.append(cur)
         seen.add(cur)
     path.reverse()
@@ -204,3 +162,67 @@ def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
     return CriticalPath(rows=[rows_l[i] for i in path], span_us=float(end[path[-1]] - ts[path[0]]), by_lane=lanes,
                         waiting_us=float(waiting), gpu_rows={rows_l[i] for i in path if gpu_mask[i]}, by_kind=kinds,
                         on_path=on_path)
+
+
+def _latest_gpu_before(t: np.ndarray, gpu_by_end: np.ndarray, gpu_ends: np.ndarray, lanes: np.ndarray,
+                       exclude: np.ndarray | None) -> np.ndarray:
+    """Per time: the GPU op (local index) that ended last by t + EPS_US, on another lane than `exclude` where
+    given; -1 if none. A run of same-lane neighbours in end order is skipped at once."""
+    i = np.searchsorted(gpu_ends, t + EPS_US, side="right") - 1
+    if exclude is not None and gpu_by_end.size:
+        by_end_lane = lanes[gpu_by_end]
+        starts = np.zeros(gpu_by_end.size, dtype=np.int64)
+        changes = np.flatnonzero(by_end_lane[1:] != by_end_lane[:-1]) + 1
+        starts[changes] = changes
+        run_start = np.maximum.accumulate(starts)
+        hit = (i >= 0) & (by_end_lane[np.maximum(i, 0)] == exclude)
+        i = np.where(hit, run_start[np.maximum(i, 0)] - 1, i)
+    return np.where(i >= 0, gpu_by_end[np.maximum(i, 0)] if gpu_by_end.size else -1, -1)
+
+
+def _predecessors(trace: Trace, g: _Graph, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                  gpu: np.ndarray) -> np.ndarray:
+    """Per local row, up to three predecessors (local indices, -1 for none), in the order the walk weighs them:
+    the previous op on its lane; for GPU work the runtime call that launched it, and, when it started after both,
+    the op on another stream that finished just before it; for a synchronizing call the GPU op it waited for.
+    Only those that ended by its start (EPS_US), or GPU ops a host call waited on."""
+    n = rows.size
+    lane = g.lane[rows]
+    local = np.arange(n)
+    out = np.full((n, 3), -1, dtype=np.int64)
+    # each lane's rows by (start, end), ties in row order
+    on_lane = np.lexsort((local, end, ts, lane, gpu))
+    same = (gpu[on_lane[1:]] == gpu[on_lane[:-1]]) & (lane[on_lane[1:]] == lane[on_lane[:-1]])
+    out[on_lane[1:], 0] = np.where(same, on_lane[:-1], -1)
+    corr = trace.correlation[rows]
+    rt = np.flatnonzero(g.rt[rows] & (corr >= 0))
+    on_gpu = np.flatnonzero(gpu)
+    out[on_gpu, 1] = match(corr[rt], rt, corr[on_gpu], last=True)   # the last call of an id wins
+    gpu_by_end = on_gpu[np.argsort(end[on_gpu], kind="stable")]
+    gpu_ends = end[gpu_by_end]
+
+    def end_of(col: np.ndarray) -> np.ndarray:
+        return np.where(col >= 0, end[np.maximum(col, 0)], -np.inf)
+    ready = np.maximum(end_of(out[on_gpu, 0]), end_of(out[on_gpu, 1]))
+    late = ts[on_gpu] - ready > EPS_US   # started later than its stream and its launch allowed: a wait
+    waits, ready = on_gpu[late], ready[late]
+    other = _latest_gpu_before(ts[waits], gpu_by_end, gpu_ends, lane, lane[waits])
+    out[waits, 2] = np.where((other >= 0) & (end_of(other) > ready), other, -1)
+    syncs = np.flatnonzero(~gpu & g.sync[rows])
+    waited = _latest_gpu_before(end[syncs], gpu_by_end, gpu_ends, lane, None)
+    out[syncs, 1] = np.where((waited >= 0) & (end_of(waited) >= ts[syncs]), waited, -1)
+    p = np.maximum(out, 0)
+    kept = (end[p] <= (ts + EPS_US)[:, None]) | (~gpu[:, None] & gpu[p])
+    return np.where((out >= 0) & kept, out, -1)
+
+
+def _latest(preds: np.ndarray, end: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """Per row, the predecessor that ended last (a GPU op over a host call at the same end; the first of equals),
+    -1 when it has none."""
+    best = preds[:, 0].copy()
+    for k in (1, 2):
+        c = preds[:, k]
+        b, cc = np.maximum(best, 0), np.maximum(c, 0)
+        later = (end[cc] > end[b]) | ((end[cc] == end[b]) & gpu[cc] & ~gpu[b])
+        best = np.where((c >= 0) & ((best < 0) | later), c, best)
+    return best

@@ -3,6 +3,7 @@ and its lenient path share (HTA's convention)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Optional, Union
 
 import msgspec
@@ -52,12 +53,8 @@ class CommArgs(Args, gc=False):
     absent: bool = msgspec.field(name="perflab: no args", default=False)
 
 
-def _absent_args() -> CommArgs:
-    return CommArgs(absent=True)
-
-
 class CommEvent(Event, gc=False):
-    args: CommArgs = msgspec.field(default_factory=_absent_args)
+    args: CommArgs = msgspec.field(default_factory=partial(CommArgs, absent=True))  # partial: no Python frame
 
 
 def _to_int(v: Any, default: int = -1) -> int:
