@@ -59,49 +59,48 @@ class CriticalPath:
 
 class _Graph:
     """What every window's walk reads, computed once per trace (whole-trace passes cost more than a window's walk):
-    the GPU and runtime masks, ends, synchronizing calls, each row's lane (GPU rows by stream, the rest by thread) and
-    the rows a window can select, sorted by the time that selects them (_selected)."""
+    the GPU, runtime and synchronizing-call masks, and the rows a window can select, sorted by the time that
+    selects them (_selected). Not kept on the trace: it is as large as several columns."""
 
     def __init__(self, trace: Trace) -> None:
-        self.end = trace.ts + np.nan_to_num(trace.dur, nan=0.0)
         self.gpu = np.isin(trace.kind, list(GPU_WORK_KINDS))
         self.rt = trace.kind == RUNTIME
         self.sync = trace.name_table_mask(is_sync_call)
-        self.lane = np.where(self.gpu, trace.stream, trace.tid)
         # a runtime call is selected by its start, a GPU op by its launch's start (its own without a launch)
         launch = launch_of(trace)
-        linked = self.gpu & (launch >= 0)
-        key = np.where(self.rt | self.gpu, trace.ts, np.nan)
-        key[linked] = trace.ts[launch[linked]]
-        self.by_key = np.argsort(key, kind="stable")
-        self.keys = key[self.by_key]
+        selectable = np.flatnonzero(self.rt | self.gpu)
+        key = trace.ts[selectable]
+        linked = launch[selectable] >= 0
+        key[linked] = trace.ts[launch[selectable[linked]]]
+        order = np.argsort(key, kind="stable")
+        self.by_key = selectable[order]
+        self.keys = key[order]
 
 
-def _graph(trace: Trace) -> _Graph:
-    return trace.cached("critical_path_graph", lambda: _Graph(trace))
-
-
-def _selected(trace: Trace, t0: float | None, t1: float | None) -> np.ndarray:
+def _selected(trace: Trace, t0: float | None, t1: float | None, graph: _Graph | None = None) -> np.ndarray:
     """The runtime calls that start within [t0, t1] and the GPU ops they launched, wherever those end (the GPU
     lags the host: a window's kernels often end after it); a GPU op with no recorded launch by its own start."""
-    g = _graph(trace)
+    g = graph or _Graph(trace)
     lo = 0 if t0 is None else int(np.searchsorted(g.keys, t0, side="left"))
     hi = int(np.searchsorted(g.keys, np.inf if t1 is None else t1, side="right"))
     return np.sort(g.by_key[lo:hi])
 
 
-def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None) -> CriticalPath:
+def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None,
+                  graph: _Graph | None = None) -> CriticalPath:
     """The critical path of the work issued within [t0, t1] (default: the whole trace): the runtime calls that
     start in it and the GPU work they launched."""
-    return _walk(trace, _selected(trace, t0, t1))
+    graph = graph or _Graph(trace)
+    return _walk(trace, _selected(trace, t0, t1, graph), graph)
 
 
 def step_critical_path(trace: Trace, windows) -> CriticalPath:
     """The critical paths of each analysis window (analysis.windows.Windows), summed: lanes, waits and spans add
     up, rows and their on-path intervals are the union."""
     total = CriticalPath([], 0.0)
+    graph = _Graph(trace)
     for a, b in zip(windows.start.tolist(), windows.end.tolist()):
-        cp = critical_path(trace, a, b)
+        cp = critical_path(trace, a, b, graph)
         total.rows += cp.rows
         total.span_us += cp.span_us
         total.waiting_us += cp.waiting_us
@@ -114,12 +113,12 @@ def step_critical_path(trace: Trace, windows) -> CriticalPath:
     return total
 
 
-def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
+def _walk(trace: Trace, rows: np.ndarray, g: _Graph) -> CriticalPath:
     if rows.size == 0:
         return CriticalPath([], 0.0)
-    g = _graph(trace)
     # local indices into `rows`; every row's predecessors at once (_predecessors), then the chain is followed
-    ts_a, end_a, gpu_a = trace.ts[rows], g.end[rows], g.gpu[rows]
+    ts_a, gpu_a = trace.ts[rows], g.gpu[rows]
+    end_a = ts_a + np.nan_to_num(trace.dur[rows], nan=0.0)
     preds = _predecessors(trace, g, rows, ts_a, end_a, gpu_a)
     choice = _latest(preds, end_a, gpu_a).tolist()
     ts, end, gpu_mask = ts_a.tolist(), end_a.tolist(), gpu_a.tolist()
@@ -187,7 +186,7 @@ def _predecessors(trace: Trace, g: _Graph, rows: np.ndarray, ts: np.ndarray, end
     the op on another stream that finished just before it; for a synchronizing call the GPU op it waited for.
     Only those that ended by its start (EPS_US), or GPU ops a host call waited on."""
     n = rows.size
-    lane = g.lane[rows]
+    lane = np.where(gpu, trace.stream[rows], trace.tid[rows])   # GPU work by stream, the rest by host thread
     local = np.arange(n)
     out = np.full((n, 3), -1, dtype=np.int64)
     # each lane's rows by (start, end), ties in row order
