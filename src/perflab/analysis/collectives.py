@@ -23,6 +23,13 @@ from collections import defaultdict
 
 import numpy as np
 
+from perflab.analysis.collective_sizes import (  # collective_kind: part of this module's interface too
+    bus_factor,
+    collective_kind,  # noqa: F401
+    collective_kind_cached,
+    kernel_collective_kind,
+    message_bytes,
+)
 from perflab.analysis.intervals import length, overlap_length
 from perflab.analysis.kernels import TYPES, row_types
 from perflab.analysis.links import gpu_rows, launch_of
@@ -34,73 +41,6 @@ from perflab.analysis.windows import (
     step_times,
 )
 from perflab.trace.model import KERNEL, Trace
-
-# bus-bandwidth factor per collective type, as a function of the group size n
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2.0 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send_recv": lambda n: 1.0,
-}
-
-_KINDS = (  # first match wins; applied to recorded collective names and to kernel names
-    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
-    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
-    ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce|quick_?reduce", re.IGNORECASE)),
-    # expert-parallel dispatch/combine (DeepEP, pplx) send each token to its experts' ranks: an all-to-all
-    ("all_to_all", re.compile(r"all_?to_?all|a2a|deep_?ep::.*(dispatch|combine)|pplx::", re.IGNORECASE)),
-    ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
-    ("send_recv", re.compile(r"send|recv|p2p", re.IGNORECASE)),
-    ("barrier", re.compile(r"barrier", re.IGNORECASE)),
-    ("reduce", re.compile(r"reduce", re.IGNORECASE)),
-)
-
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "f32": 4, "int": 4, "int32": 4, "uint32": 4, "complexhalf": 4,
-    "double": 8, "float64": 8, "long": 8, "int64": 8, "uint64": 8, "complexfloat": 8,
-    "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2, "uint16": 2,
-    "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "int8_t": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
-    "complexdouble": 16,
-}
-
-
-def collective_kind(name: str | None) -> str | None:
-    if not name:
-        return None
-    return next((k for k, rx in _KINDS if rx.search(name)), None)
-
-
-def dtype_bytes(dtype: str | None) -> int | None:
-    if not dtype:
-        return None
-    key = dtype.lower().replace("c10::", "").replace("torch.", "").strip()
-    return _DTYPE_BYTES.get(key)
-
-
-def message_bytes(kind: str | None, in_nelems: int | None, out_nelems: int | None, dtype: str | None,
-                  n: int | None) -> float | None:
-    """The buffer size nccl-tests reports for this collective (all_gather: the gathered output)."""
-    size = dtype_bytes(dtype)
-    if size is None or kind is None:
-        return None
-    if kind in ("all_gather", "reduce_scatter"):
-        total = max(in_nelems or 0, out_nelems or 0)
-        if in_nelems and (not out_nelems or out_nelems == in_nelems) and n and kind == "all_gather":
-            total = in_nelems * n  # only the per-rank input is known
-        nelems = total or None
-    else:
-        nelems = in_nelems if in_nelems is not None else out_nelems
-    return float(nelems * size) if nelems is not None else None
-
-
-def bus_factor(kind: str | None, n: int | None) -> float | None:
-    if kind not in BUS_FACTOR or not n or n < 1:
-        return None
-    return BUS_FACTOR[kind](n)
 
 
 def comm_rows(trace: Trace) -> np.ndarray:
@@ -139,21 +79,9 @@ def _collectives(trace: Trace) -> list[dict]:
     world = int(trace.meta.get("world_size") or 1)
     steps = profiler_steps(trace)
     when = np.where(launches >= 0, trace.ts[np.maximum(launches, 0)], trace.ts[rows])
-    if len(steps):
-        at = np.searchsorted(steps.start, when, side="right") - 1
-        within = (at >= 0) & (when < steps.end[np.maximum(at, 0)])
-        step_of = np.where(within, steps.number[np.maximum(at, 0)], -1).tolist()
-        within = within.tolist()
-    else:
-        step_of, within = [None] * rows.size, [False] * rows.size
-    kinds: dict = {}   # collective_kind per distinct text (kernel names and recorded collective names repeat)
-
-    def kind_of(text):
-        if text not in kinds:
-            kinds[text] = collective_kind(text)
-        return kinds[text]
-
-    kernel_kinds = {}
+    at = np.searchsorted(steps.start, when, side="right") - 1 if len(steps) else np.full(rows.size, -1)
+    within = ((at >= 0) & (when < steps.end[np.maximum(at, 0)])).tolist() if len(steps) else [False] * rows.size
+    step_of = steps.number[np.maximum(at, 0)].tolist() if len(steps) else [None] * rows.size
     out = []
     for row, corr, launch, name_id, stream, ts, dur, k, inside in zip(
             rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), trace.name[rows].tolist(),
@@ -162,10 +90,8 @@ def _collectives(trace: Trace) -> list[dict]:
         if rec is None and host:
             rec = _enclosing(host, host_ts, trace, launch, longest)
         name = trace.names[name_id]
-        if name_id not in kernel_kinds:
-            kernel_kinds[name_id] = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
-        kernel_kind = kernel_kinds[name_id]
-        kind = kind_of(rec.collective) if rec else None
+        kernel_kind = kernel_collective_kind(name)
+        kind = collective_kind_cached(rec.collective) if rec else None
         if kind is None or (kernel_kind not in (None, "send_recv") and kind != kernel_kind):
             kind, rec = kernel_kind, (rec if kind is None else None)
         n = (rec.group_size if rec and rec.group_size else None) or world
