@@ -5,6 +5,7 @@
     python benchmarks/doctor_vs_hta.py --no-speed # agreement only
     python benchmarks/doctor_vs_hta.py --big      # also: synthesize a ~5 GB trace and diagnose it
     python benchmarks/doctor_vs_hta.py --trace T.json.gz --rounds 3 [--no-hta]   # speed/memory on one trace
+    python benchmarks/doctor_vs_hta.py --trace T.json --no-hta --against OLD/src  # also perflab from another tree
 
 HTA runs in its own virtual environment (.bench/hta-venv, created on first use with
 `pip install holistictraceanalysis==0.5.0`). Every measured run is a fresh process started by a small
@@ -319,9 +320,10 @@ def replicate(src: Path, copies: int | None, out: Path, target_bytes: float = 0.
     return out
 
 
-def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
+def speed(path: Path, label: str, rounds: int = 1, hta: bool = True, against: Path | None = None) -> None:
     """Wall time and peak memory of HTA, perflab's doctor and the floor, each in a fresh process, interleaved
-    over `rounds` (the medians are printed); then perflab against HTA and against the floor."""
+    over `rounds` (the medians are printed); then perflab against HTA and against the floor. `against`: the src
+    folder of another perflab checkout (a baseline), run the same way in the same rounds."""
     import statistics
 
     size = f"{path.stat().st_size / 1e6:.0f} MB " + ("gzip" if path.suffix == ".gz" else "of JSON")
@@ -330,6 +332,8 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
              "floor": [sys.executable, "-c", FLOOR, str(path)]}
     if hta:
         tools = {"HTA 0.5.0": [str(HTA_PY), "-c", HTA_FULL, str(path)], **tools}
+    if against is not None:
+        tools = {"baseline": ["env", f"PYTHONPATH={against.resolve()}", *tools["perflab"]], **tools}
     runs: dict[str, list] = {name: [] for name in tools}
     for _ in range(rounds):
         for name, cmd in tools.items():
@@ -338,7 +342,8 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
                   statistics.median(r[3] for r in rs)) for name, rs in runs.items()}
     what = {"HTA 0.5.0": "load + temporal, idle-time, kernel breakdowns, comm/comp overlap, launch stats",
             "perflab": "load + every analysis + rules + JSON report",
-            "floor": "msgspec typed decode of the fields a timeline needs"}
+            "floor": "msgspec typed decode of the fields a timeline needs",
+            "baseline": f"perflab doctor from {against}"}
     print(f"{'':10s} {'wall s':>8s} {'CPU s':>7s} {'peak MB':>8s}   (medians of {rounds}; each a fresh process; memory: "
           "the larger of its own peak RSS and its process tree's peak PSS)")
     for name, (wall, rss, rc, cpu) in got.items():
@@ -348,8 +353,10 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True) -> None:
         h = got["HTA 0.5.0"]
         print(f"perflab vs HTA:   {h[0] / ours[0]:.1f}x faster, {100 * ours[1] / h[1]:.0f}% of HTA's peak memory")
     f = got["floor"]
-    print(f"perflab vs floor: {ours[0] / f[0]:.2f}x the floor's wall time (goal <= 1.5x), {ours[3] / f[3]:.2f}x its CPU "
-          f"time, {ours[1] / f[1]:.2f}x its memory")
+    for name in ("baseline", "perflab") if "baseline" in got else ("perflab",):
+        ours = got[name]
+        print(f"{name} vs floor: {ours[0] / f[0]:.2f}x the floor's wall time (goal <= 1.5x), {ours[3] / f[3]:.2f}x its "
+              f"CPU time, {ours[1] / f[1]:.2f}x its memory")
 
 
 def big(target_gb: float) -> None:
@@ -372,12 +379,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of the speed comparison")
     parser.add_argument("--trace", type=Path, help="only the speed comparison, on this trace (no agreement)")
     parser.add_argument("--no-hta", action="store_true", help="with --trace: perflab against the floor only")
+    parser.add_argument("--against", type=Path, help="with --trace: also time perflab from this src folder")
     args = parser.parse_args()
     BENCH.mkdir(exist_ok=True)
     if args.trace:
         if not args.no_hta:
             ensure_hta()
-        speed(args.trace, args.trace.name, rounds=args.rounds, hta=not args.no_hta)
+        speed(args.trace, args.trace.name, rounds=args.rounds, hta=not args.no_hta, against=args.against)
         return 0
     ensure_hta()
     sys.path.insert(0, str(ROOT / "src"))

@@ -23,6 +23,13 @@ from collections import defaultdict
 
 import numpy as np
 
+from perflab.analysis.collective_sizes import (  # collective_kind: part of this module's interface too
+    bus_factor,
+    collective_kind,  # noqa: F401
+    collective_kind_cached,
+    kernel_collective_kind,
+    message_bytes,
+)
 from perflab.analysis.intervals import length, overlap_length
 from perflab.analysis.kernels import TYPES, row_types
 from perflab.analysis.links import gpu_rows, launch_of
@@ -34,73 +41,6 @@ from perflab.analysis.windows import (
     step_times,
 )
 from perflab.trace.model import KERNEL, Trace
-
-# bus-bandwidth factor per collective type, as a function of the group size n
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2.0 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send_recv": lambda n: 1.0,
-}
-
-_KINDS = (  # first match wins; applied to recorded collective names and to kernel names
-    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
-    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
-    ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce|quick_?reduce", re.IGNORECASE)),
-    # expert-parallel dispatch/combine (DeepEP, pplx) send each token to its experts' ranks: an all-to-all
-    ("all_to_all", re.compile(r"all_?to_?all|a2a|deep_?ep::.*(dispatch|combine)|pplx::", re.IGNORECASE)),
-    ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
-    ("send_recv", re.compile(r"send|recv|p2p", re.IGNORECASE)),
-    ("barrier", re.compile(r"barrier", re.IGNORECASE)),
-    ("reduce", re.compile(r"reduce", re.IGNORECASE)),
-)
-
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "f32": 4, "int": 4, "int32": 4, "uint32": 4, "complexhalf": 4,
-    "double": 8, "float64": 8, "long": 8, "int64": 8, "uint64": 8, "complexfloat": 8,
-    "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2, "uint16": 2,
-    "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "int8_t": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
-    "complexdouble": 16,
-}
-
-
-def collective_kind(name: str | None) -> str | None:
-    if not name:
-        return None
-    return next((k for k, rx in _KINDS if rx.search(name)), None)
-
-
-def dtype_bytes(dtype: str | None) -> int | None:
-    if not dtype:
-        return None
-    key = dtype.lower().replace("c10::", "").replace("torch.", "").strip()
-    return _DTYPE_BYTES.get(key)
-
-
-def message_bytes(kind: str | None, in_nelems: int | None, out_nelems: int | None, dtype: str | None,
-                  n: int | None) -> float | None:
-    """The buffer size nccl-tests reports for this collective (all_gather: the gathered output)."""
-    size = dtype_bytes(dtype)
-    if size is None or kind is None:
-        return None
-    if kind in ("all_gather", "reduce_scatter"):
-        total = max(in_nelems or 0, out_nelems or 0)
-        if in_nelems and (not out_nelems or out_nelems == in_nelems) and n and kind == "all_gather":
-            total = in_nelems * n  # only the per-rank input is known
-        nelems = total or None
-    else:
-        nelems = in_nelems if in_nelems is not None else out_nelems
-    return float(nelems * size) if nelems is not None else None
-
-
-def bus_factor(kind: str | None, n: int | None) -> float | None:
-    if kind not in BUS_FACTOR or not n or n < 1:
-        return None
-    return BUS_FACTOR[kind](n)
 
 
 def comm_rows(trace: Trace) -> np.ndarray:
@@ -135,30 +75,32 @@ def _collectives(trace: Trace) -> list[dict]:
     host = sorted((r for r in recs if r.source != "kernel"), key=lambda r: (r.ts, r.source != "record_param_comms"))
     host_ts = np.array([r.ts for r in host])
     longest = max((r.end - r.ts for r in host), default=0.0)
-    launches = launch_of(trace)
+    launches = launch_of(trace)[rows]
     world = int(trace.meta.get("world_size") or 1)
     steps = profiler_steps(trace)
+    when = np.where(launches >= 0, trace.ts[np.maximum(launches, 0)], trace.ts[rows])
+    at = np.searchsorted(steps.start, when, side="right") - 1 if len(steps) else np.full(rows.size, -1)
+    within = ((at >= 0) & (when < steps.end[np.maximum(at, 0)])).tolist() if len(steps) else [False] * rows.size
+    step_of = steps.number[np.maximum(at, 0)].tolist() if len(steps) else [None] * rows.size
     out = []
-    for row in rows.tolist():
-        rec = by_corr.get(int(trace.correlation[row]))
+    for row, corr, launch, name_id, stream, ts, dur, k, inside in zip(
+            rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), trace.name[rows].tolist(),
+            trace.stream[rows].tolist(), trace.ts[rows].tolist(), trace.dur[rows].tolist(), step_of, within):
+        rec = by_corr.get(corr)
         if rec is None and host:
-            rec = _enclosing(host, host_ts, trace, int(launches[row]), longest)
-        name = trace.name_of(row)
-        kernel_kind = collective_kind(re.sub(r"^nccl(Dev)?Kernel_", "", name))
-        kind = collective_kind(rec.collective) if rec else None
+            rec = _enclosing(host, host_ts, trace, launch, longest)
+        name = trace.names[name_id]
+        kernel_kind = kernel_collective_kind(name)
+        kind = collective_kind_cached(rec.collective) if rec else None
         if kind is None or (kernel_kind not in (None, "send_recv") and kind != kernel_kind):
             kind, rec = kernel_kind, (rec if kind is None else None)
         n = (rec.group_size if rec and rec.group_size else None) or world
         nbytes = message_bytes(kind, rec.in_nelems, rec.out_nelems, rec.dtype, n) if rec else None
-        launch = int(launches[row])
-        when = float(trace.ts[launch]) if launch >= 0 else float(trace.ts[row])
-        i = int(np.searchsorted(steps.start, when, side="right")) - 1 if len(steps) else -1
-        step = int(steps.number[i]) if i >= 0 and when < steps.end[i] else None
         out.append({
-            "row": row, "name": name, "kind": kind or "other", "stream": int(trace.stream[row]),
-            "ts": float(trace.ts[row]), "dur_us": float(trace.dur[row]), "group_size": n,
+            "row": row, "name": name, "kind": kind or "other", "stream": stream,
+            "ts": ts, "dur_us": dur, "group_size": n,
             "pg": (rec.pg if rec and rec.pg else None), "bytes": nbytes, "dtype": rec.dtype if rec else None,
-            "args_from": rec.source if rec else None, "step": step,
+            "args_from": rec.source if rec else None, "step": int(k) if inside else None,
         })
     _bandwidths(out, "dur_us")
     return out
@@ -254,7 +196,8 @@ def _by_kind(colls: list[dict], time_key: str) -> dict:
     return out
 
 
-def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
+def in_windows(colls: list[dict], windows: Windows) -> list[dict]:
+    """The collectives (dicts of `collectives`) whose kernel starts inside one of the windows."""
     if not colls:
         return []
     ts = np.array([c["ts"] for c in colls])
@@ -265,7 +208,7 @@ def _in_windows(colls: list[dict], windows: Windows) -> list[dict]:
 def rank_summary(trace: Trace, windows: Windows) -> dict:
     """One rank: step time, communication time, overlap, exposed communication, waiting, per step."""
     ov = overlaps(trace, windows)
-    colls = _in_windows(collectives(trace), windows)
+    colls = in_windows(collectives(trace), windows)
     waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
     st = step_times(trace)
     rows = np.array([c["row"] for c in colls], dtype=np.int64)

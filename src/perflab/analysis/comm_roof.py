@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.collectives import bus_factor
+from perflab.analysis.collective_sizes import bus_factor
 
 DATASHEET_MIN_US = 100.0  # below this at the datasheet rate, per-call latency (µs to tens of µs) may dominate
 BELOW = 0.5               # a size group runs below half its roof

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab.analysis.links import launch_of
+from perflab.analysis.links import launch_of, match
 from perflab.analysis.syncs import is_sync_call
 from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
@@ -57,37 +57,50 @@ class CriticalPath:
                                          / total, 1) if total else 0.0}
 
 
-def _lane(trace: Trace, r: int) -> str:
-    return f"stream {int(trace.stream[r])}" if trace.kind[r] in GPU_WORK_KINDS else f"thread {int(trace.tid[r])}"
+class _Graph:
+    """What every window's walk reads, computed once per trace (whole-trace passes cost more than a window's walk):
+    the GPU, runtime and synchronizing-call masks, and the rows a window can select, sorted by the time that
+    selects them (_selected). Not kept on the trace: it is as large as several columns."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.gpu = np.isin(trace.kind, list(GPU_WORK_KINDS))
+        self.rt = trace.kind == RUNTIME
+        self.sync = trace.name_table_mask(is_sync_call)
+        # a runtime call is selected by its start, a GPU op by its launch's start (its own without a launch)
+        launch = launch_of(trace)
+        selectable = np.flatnonzero(self.rt | self.gpu)
+        key = trace.ts[selectable]
+        linked = launch[selectable] >= 0
+        key[linked] = trace.ts[launch[selectable[linked]]]
+        order = np.argsort(key, kind="stable")
+        self.by_key = selectable[order]
+        self.keys = key[order]
 
 
-def _selected(trace: Trace, t0: float | None, t1: float | None) -> np.ndarray:
+def _selected(trace: Trace, t0: float | None, t1: float | None, graph: _Graph | None = None) -> np.ndarray:
     """The runtime calls that start within [t0, t1] and the GPU ops they launched, wherever those end (the GPU
     lags the host: a window's kernels often end after it); a GPU op with no recorded launch by its own start."""
-    gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
-    rt_mask = trace.kind == RUNTIME
-    lo = -np.inf if t0 is None else t0
-    hi = np.inf if t1 is None else t1
-    inside = (trace.ts >= lo) & (trace.ts <= hi)
-    launch = launch_of(trace)
-    launched = np.zeros(len(trace), dtype=bool)
-    linked = gpu_mask & (launch >= 0)
-    launched[linked] = inside[launch[linked]]
-    return np.flatnonzero((rt_mask & inside) | launched | (gpu_mask & (launch < 0) & inside))
+    g = graph or _Graph(trace)
+    lo = 0 if t0 is None else int(np.searchsorted(g.keys, t0, side="left"))
+    hi = int(np.searchsorted(g.keys, np.inf if t1 is None else t1, side="right"))
+    return np.sort(g.by_key[lo:hi])
 
 
-def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None) -> CriticalPath:
+def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None,
+                  graph: _Graph | None = None) -> CriticalPath:
     """The critical path of the work issued within [t0, t1] (default: the whole trace): the runtime calls that
     start in it and the GPU work they launched."""
-    return _walk(trace, _selected(trace, t0, t1))
+    graph = graph or _Graph(trace)
+    return _walk(trace, _selected(trace, t0, t1, graph), graph)
 
 
 def step_critical_path(trace: Trace, windows) -> CriticalPath:
     """The critical paths of each analysis window (analysis.windows.Windows), summed: lanes, waits and spans add
     up, rows and their on-path intervals are the union."""
     total = CriticalPath([], 0.0)
+    graph = _Graph(trace)
     for a, b in zip(windows.start.tolist(), windows.end.tolist()):
-        cp = critical_path(trace, a, b)
+        cp = critical_path(trace, a, b, graph)
         total.rows += cp.rows
         total.span_us += cp.span_us
         total.waiting_us += cp.waiting_us
@@ -100,61 +113,28 @@ def step_critical_path(trace: Trace, windows) -> CriticalPath:
     return total
 
 
-def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
-    dur = np.nan_to_num(trace.dur, nan=0.0)
-    end = trace.ts + dur
-    gpu_mask = np.isin(trace.kind, list(GPU_WORK_KINDS))
-    rt_mask = trace.kind == RUNTIME
+def _walk(trace: Trace, rows: np.ndarray, g: _Graph) -> CriticalPath:
     if rows.size == 0:
         return CriticalPath([], 0.0)
-    gpu = rows[gpu_mask[rows]]
-    rt = rows[rt_mask[rows]]
-    sync_rows = trace.name_table_mask(is_sync_call)
-    launch_of = {int(trace.correlation[r]): int(r) for r in rt if trace.correlation[r] >= 0}
-    by_lane = {}
-    for r in rows:
-        by_lane.setdefault(_lane(trace, int(r)), []).append(int(r))
-    order = {k: sorted(v, key=lambda r: (trace.ts[r], end[r])) for k, v in by_lane.items()}
-    pos = {r: i for v in order.values() for i, r in enumerate(v)}
-    gpu_by_end = gpu[np.argsort(end[gpu], kind="stable")]
-    gpu_ends = end[gpu_by_end]
-
-    def latest_gpu_before(t: float, exclude_lane: str | None = None) -> int | None:
-        i = int(np.searchsorted(gpu_ends, t + EPS_US, side="right")) - 1
-        while i >= 0:
-            r = int(gpu_by_end[i])
-            if exclude_lane is None or _lane(trace, r) != exclude_lane:
-                return r
-            i -= 1
-        return None
-
-    def predecessors(r: int) -> list[int]:
-        lane = _lane(trace, r)
-        i = pos[r]
-        out = [order[lane][i - 1]] if i > 0 else []
-        if gpu_mask[r]:
-            launch = launch_of.get(int(trace.correlation[r]))
-            if launch is not None:
-                out.append(launch)
-            ready = max((end[p] for p in out), default=-np.inf)
-            if trace.ts[r] - ready > EPS_US:   # started later than its stream and its launch allowed: a wait
-                other = latest_gpu_before(trace.ts[r], lane)
-                if other is not None and end[other] > ready:
-                    out.append(other)
-        elif sync_rows[r]:
-            waited = latest_gpu_before(end[r])
-            if waited is not None and end[waited] >= trace.ts[r]:
-                out.append(waited)
-        return [p for p in out if end[p] <= trace.ts[r] + EPS_US or (not gpu_mask[r] and gpu_mask[p])]
-
-    cur = int(rows[np.argmax(end[rows])])
+    # local indices into `rows`; every row's predecessors at once (_predecessors), then the chain is followed
+    ts_a, gpu_a = trace.ts[rows], g.gpu[rows]
+    end_a = ts_a + np.nan_to_num(trace.dur[rows], nan=0.0)
+    preds = _predecessors(trace, g, rows, ts_a, end_a, gpu_a)
+    choice = _latest(preds, end_a, gpu_a).tolist()
+    ts, end, gpu_mask = ts_a.tolist(), end_a.tolist(), gpu_a.tolist()
+    cur = int(np.argmax(end_a))
     path = [cur]
     seen = {cur}
     while True:
-        preds = [p for p in predecessors(cur) if p not in seen]
-        if not preds:
+        nxt = choice[cur]
+        if nxt < 0:
             break
-        cur = max(preds, key=lambda p: (end[p], gpu_mask[p]))
+        if nxt in seen:  # a cycle through near-equal times: the latest of the predecessors not yet on the path
+            left = [p for p in preds[cur].tolist() if p >= 0 and p not in seen]
+            if not left:
+                break
+            nxt = max(left, key=lambda p: (end[p], gpu_mask[p]))
+        cur = nxt
         path.append(cur)
         seen.add(cur)
     path.reverse()
@@ -162,17 +142,86 @@ def _walk(trace: Trace, rows: np.ndarray) -> CriticalPath:
     kinds: dict[str, float] = {}
     on_path: dict[int, tuple[float, float]] = {}
     waiting = 0.0
-    covered_to = trace.ts[path[0]]
-    for r in path:
-        start = max(trace.ts[r], covered_to)
-        if trace.ts[r] > covered_to:
-            waiting += trace.ts[r] - covered_to
-        took = max(0.0, end[r] - start)
-        lanes[_lane(trace, r)] = lanes.get(_lane(trace, r), 0.0) + took
-        kinds[_KINDS.get(int(trace.kind[r]), "host")] = kinds.get(_KINDS.get(int(trace.kind[r]), "host"), 0.0) + took
+    covered_to = ts[path[0]]
+    rows_l = rows.tolist()
+    at = np.asarray(path)
+    lane_names = [f"stream {stream}" if on_gpu else f"thread {tid}" for stream, tid, on_gpu in
+                  zip(trace.stream[rows[at]].tolist(), trace.tid[rows[at]].tolist(), gpu_a[at].tolist())]
+    kind_names = [_KINDS.get(k, "host") for k in trace.kind[rows[at]].tolist()]
+    for i, lane, kind in zip(path, lane_names, kind_names):
+        start = max(ts[i], covered_to)
+        if ts[i] > covered_to:
+            waiting += ts[i] - covered_to
+        took = max(0.0, end[i] - start)
+        lanes[lane] = lanes.get(lane, 0.0) + took
+        kinds[kind] = kinds.get(kind, 0.0) + took
         if took > 0:
-            on_path[r] = (float(start), float(end[r]))
-        covered_to = max(covered_to, end[r])
-    return CriticalPath(rows=path, span_us=float(end[path[-1]] - trace.ts[path[0]]), by_lane=lanes,
-                        waiting_us=float(waiting), gpu_rows={r for r in path if gpu_mask[r]}, by_kind=kinds,
+            on_path[rows_l[i]] = (float(start), float(end[i]))
+        covered_to = max(covered_to, end[i])
+    return CriticalPath(rows=[rows_l[i] for i in path], span_us=float(end[path[-1]] - ts[path[0]]), by_lane=lanes,
+                        waiting_us=float(waiting), gpu_rows={rows_l[i] for i in path if gpu_mask[i]}, by_kind=kinds,
                         on_path=on_path)
+
+
+def _latest_gpu_before(t: np.ndarray, gpu_by_end: np.ndarray, gpu_ends: np.ndarray, lanes: np.ndarray,
+                       exclude: np.ndarray | None) -> np.ndarray:
+    """Per time: the GPU op (local index) that ended last by t + EPS_US, on another lane than `exclude` where
+    given; -1 if none. A run of same-lane neighbours in end order is skipped at once."""
+    i = np.searchsorted(gpu_ends, t + EPS_US, side="right") - 1
+    if exclude is not None and gpu_by_end.size:
+        by_end_lane = lanes[gpu_by_end]
+        starts = np.zeros(gpu_by_end.size, dtype=np.int64)
+        changes = np.flatnonzero(by_end_lane[1:] != by_end_lane[:-1]) + 1
+        starts[changes] = changes
+        run_start = np.maximum.accumulate(starts)
+        hit = (i >= 0) & (by_end_lane[np.maximum(i, 0)] == exclude)
+        i = np.where(hit, run_start[np.maximum(i, 0)] - 1, i)
+    return np.where(i >= 0, gpu_by_end[np.maximum(i, 0)] if gpu_by_end.size else -1, -1)
+
+
+def _predecessors(trace: Trace, g: _Graph, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                  gpu: np.ndarray) -> np.ndarray:
+    """Per local row, up to three predecessors (local indices, -1 for none), in the order the walk weighs them:
+    the previous op on its lane; for GPU work the runtime call that launched it, and, when it started after both,
+    the op on another stream that finished just before it; for a synchronizing call the GPU op it waited for.
+    Only those that ended by its start (EPS_US), or GPU ops a host call waited on."""
+    n = rows.size
+    lane = np.where(gpu, trace.stream[rows], trace.tid[rows])   # GPU work by stream, the rest by host thread
+    local = np.arange(n)
+    out = np.full((n, 3), -1, dtype=np.int64)
+    # each lane's rows by (start, end), ties in row order
+    on_lane = np.lexsort((local, end, ts, lane, gpu))
+    same = (gpu[on_lane[1:]] == gpu[on_lane[:-1]]) & (lane[on_lane[1:]] == lane[on_lane[:-1]])
+    out[on_lane[1:], 0] = np.where(same, on_lane[:-1], -1)
+    corr = trace.correlation[rows]
+    rt = np.flatnonzero(g.rt[rows] & (corr >= 0))
+    on_gpu = np.flatnonzero(gpu)
+    out[on_gpu, 1] = match(corr[rt], rt, corr[on_gpu], last=True)   # the last call of an id wins
+    gpu_by_end = on_gpu[np.argsort(end[on_gpu], kind="stable")]
+    gpu_ends = end[gpu_by_end]
+
+    def end_of(col: np.ndarray) -> np.ndarray:
+        return np.where(col >= 0, end[np.maximum(col, 0)], -np.inf)
+    ready = np.maximum(end_of(out[on_gpu, 0]), end_of(out[on_gpu, 1]))
+    late = ts[on_gpu] - ready > EPS_US   # started later than its stream and its launch allowed: a wait
+    waits, ready = on_gpu[late], ready[late]
+    other = _latest_gpu_before(ts[waits], gpu_by_end, gpu_ends, lane, lane[waits])
+    out[waits, 2] = np.where((other >= 0) & (end_of(other) > ready), other, -1)
+    syncs = np.flatnonzero(~gpu & g.sync[rows])
+    waited = _latest_gpu_before(end[syncs], gpu_by_end, gpu_ends, lane, None)
+    out[syncs, 1] = np.where((waited >= 0) & (end_of(waited) >= ts[syncs]), waited, -1)
+    p = np.maximum(out, 0)
+    kept = (end[p] <= (ts + EPS_US)[:, None]) | (~gpu[:, None] & gpu[p])
+    return np.where((out >= 0) & kept, out, -1)
+
+
+def _latest(preds: np.ndarray, end: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """Per row, the predecessor that ended last (a GPU op over a host call at the same end; the first of equals),
+    -1 when it has none."""
+    best = preds[:, 0].copy()
+    for k in (1, 2):
+        c = preds[:, k]
+        b, cc = np.maximum(best, 0), np.maximum(c, 0)
+        later = (end[cc] > end[b]) | ((end[cc] == end[b]) & gpu[cc] & ~gpu[b])
+        best = np.where((c >= 0) & ((best < 0) | later), c, best)
+    return best

@@ -96,13 +96,13 @@ def _record(e: _Event) -> CommRecord | None:
     ts, dur = _num(e.ts), _num(e.dur)
     if ts is None or dur is None or e.ph not in ("X", ""):
         return None
-    if a.collective is not None and (e.cat.lower() == "kernel" or name == "record_param_comms"):
-        source = "kernel" if e.cat.lower() == "kernel" else "record_param_comms"
+    if a.collective is not None and (may_carry_args(e.cat) or name == "record_param_comms"):
+        source = "kernel" if may_carry_args(e.cat) else "record_param_comms"
         pg = a.pg_ranks if isinstance(a.pg_ranks, str) else (json.dumps(a.pg_ranks) if a.pg_ranks else None)
         return CommRecord(source, ts, ts + dur, _int(a.correlation) if source == "kernel" else -1, a.collective,
                           _int(a.in_nelems), _int(a.out_nelems), _int(a.group_size), a.dtype,
                           pg or (str(a.pg_name) if a.pg_name is not None else None))
-    if name.startswith("nccl:") and e.cat in ("user_annotation", "cpu_op"):
+    if name.startswith("nccl:") and may_annotate(e.cat):
         n, t = _annotation_size(a.input_dims, a.input_type)
         return CommRecord("annotation", ts, ts + dur, -1, name[5:], n, None, None, t, None)
     return None
@@ -110,6 +110,39 @@ def _record(e: _Event) -> CommRecord | None:
 
 _block_decoder = msgspec.json.Decoder(list[_Event])
 _MARKERS = (b"Collective name", b"nccl:")
+
+
+def _any(raw: msgspec.Raw) -> Any:
+    return msgspec.json.decode(raw) if len(raw) else None
+
+
+def may_carry_args(cat: str) -> bool:
+    """Whether an event of this category with a "Collective name" arg is a record (a kernel; else only
+    `record_param_comms` by name)."""
+    return cat.lower() == "kernel"
+
+
+def may_annotate(cat: str) -> bool:
+    """Whether an event of this category named nccl:* is a record (an older trace's collective range)."""
+    return cat in ("user_annotation", "cpu_op")
+
+
+def struct_records(events: list) -> list[CommRecord]:
+    """The records among events decoded by the columnar reader (kineto_structs.CommEvent): what `block_records`
+    finds in the same block, without decoding it again. (An event without a correlation id gives -1, not None.)"""
+    out = []
+    for e in events:
+        a = e.args
+        if a.collective is None and not e.name.startswith("nccl:"):
+            continue
+        args = None if a.absent else _Args(
+            collective=a.collective, in_nelems=a.in_nelems, out_nelems=a.out_nelems, group_size=a.group_size,
+            dtype=a.dtype, pg_ranks=a.pg_ranks, pg_name=a.pg_name, input_dims=_any(a.input_dims),
+            input_type=_any(a.input_type), correlation=a.correlation)
+        record = _record(_Event(ph=e.ph, cat=e.cat, name=e.name, ts=e.ts, dur=e.dur, args=args))
+        if record is not None:
+            out.append(record)
+    return out
 
 
 def block_records(raw: bytes | memoryview) -> list[CommRecord]:

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from itertools import compress, count
-from operator import attrgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from perflab.trace.comm_args import block_records
+from perflab.trace.comm_args import block_records, may_annotate, may_carry_args, struct_records
 from perflab.trace.kineto_loose import loose_event
-from perflab.trace.kineto_structs import NAN, Args, Event, _to_int
+from perflab.trace.kineto_structs import NAN, Args, CommEvent, Event, _to_int
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION, kind_of_category
 
 block_decoder = msgspec.json.Decoder(list[Event])
+_comm_block_decoder = msgspec.json.Decoder(list[CommEvent])  # the columns and the collectives' args, one pass
 _loose_decoder = msgspec.json.Decoder(list[Any])
 
 _PH_CODE = defaultdict(lambda: 9, {"X": 0, "s": 1, "f": 2, "t": 3})
@@ -34,9 +35,11 @@ class _Interner(dict):
     def __init__(self) -> None:
         super().__init__()
         self._next = count().__next__
+        self.order: list = []   # the keys by id (new ones are read from here without walking the dict)
 
     def __missing__(self, key):
         value = self[key] = self._next()
+        self.order.append(key)
         return value
 
     def table(self) -> list:
@@ -97,6 +100,8 @@ class ColumnBuilder:
         self.first_event_is_complete: bool | None = None
         self.n_events = 0
         self._kind_of_cat: list[int] = []
+        self._comm_cat: list[int] = []    # per category and name: what a collective's record needs (_candidates)
+        self._comm_name: list[int] = []
         # the args of collectives (trace/comm_args.py), gathered from the same blocks; None when
         # events came another way (add_dicts) and collectives must re-read the file for them
         self.comm: list | None = []
@@ -112,6 +117,14 @@ class ColumnBuilder:
 
     def add_raw(self, raw: bytes | memoryview) -> None:
         """Decode one JSON array of events and add it."""
+        if self.comm is not None:
+            try:
+                events = _comm_block_decoder.decode(raw)
+            except msgspec.ValidationError:
+                pass  # a field of an unexpected type: each reader's own path below
+            else:
+                self.add(events, comm=True)
+                return
         try:
             events = block_decoder.decode(raw)
         except msgspec.ValidationError:  # a field of an unexpected type: coerce event by event
@@ -129,7 +142,9 @@ class ColumnBuilder:
         self.comm = None
         self.add([loose_event(e) for e in items])
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[Event], comm: bool = False) -> None:
+        """Add decoded events; comm: they are kineto_structs.CommEvent, and the collectives' records among them
+        are gathered too."""
         n = len(events)
         if n == 0:
             return
@@ -137,7 +152,12 @@ class ColumnBuilder:
             self.first_event_is_complete = events[0].ph == "X"
         self.n_events += n
         phase = np.fromiter(map(_PH_CODE.__getitem__, map(attrgetter("ph"), events)), np.int8, n)
-        self._add_complete(list(compress(events, (phase == 0).tolist())))
+        complete = phase == 0
+        candidates = self._add_complete(list(compress(events, complete.tolist())), comm)
+        if comm:
+            unnamed = [i for i in np.flatnonzero(phase == 9).tolist() if events[i].ph == ""]  # X or "" can be one
+            rows = sorted(np.flatnonzero(complete)[candidates].tolist() + unnamed)
+            self.comm.extend(struct_records([events[i] for i in rows]))
         flows = list(compress(events, ((phase == 1) | (phase == 2) | (phase == 3)).tolist()))
         if flows:
             self._add_flows(flows)
@@ -147,10 +167,11 @@ class ColumnBuilder:
             with np.errstate(invalid="ignore"):  # inf % 1 is NaN, which counts as not whole anyway
                 self.ts_is_float = bool((ts % 1 != 0).any() | np.isnan(ts).any())
 
-    def _add_complete(self, ev: list[Event]) -> None:
+    def _add_complete(self, ev: list[Event], comm: bool = False) -> np.ndarray:
+        """Columns of the complete events; with comm, which of them may be a collective's record."""
         n = len(ev)
         if n == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         p = self.parts
         cat_ids = np.fromiter(map(self.cats.__getitem__, map(attrgetter("cat"), ev)), np.int32, n)
         kind = self._kinds(cat_ids)
@@ -186,6 +207,23 @@ class ColumnBuilder:
         p["shape"].append(self._raw_ids(args, shaped, "input_dims", self.shapes))
         p["dtype"].append(self._raw_ids(args, shaped, "input_type", self.dtypes))
         p["concrete"].append(self._raw_ids(args, shaped, "concrete_inputs", self.concretes))
+        return self._candidates(args, cat_ids, names) if comm else np.zeros(0, dtype=np.int64)
+
+    def _candidates(self, args: list, cat_ids: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Events that may be a collective's record (comm_args._record decides): a kernel or record_param_comms
+        with a "Collective name", a nccl:* range; judged once per distinct category and name, the arg only
+        where those allow it."""
+        for table, flags, judge in ((self.cats, self._comm_cat, lambda c: 1 * may_carry_args(c) + 2 * may_annotate(c)),
+                                    (self.names, self._comm_name,
+                                     lambda m: 1 * (m == "record_param_comms") + 2 * m.startswith("nccl:"))):
+            flags.extend(map(judge, table.order[len(flags):]))
+        cat = np.asarray(self._comm_cat, dtype=np.int8)[cat_ids]
+        name = np.asarray(self._comm_name, dtype=np.int8)[names]
+        carries = np.flatnonzero(((cat | name) & 1) > 0)
+        named = np.fromiter(map(is_not, map(attrgetter("collective"), map(args.__getitem__, carries.tolist())),
+                                repeat(None)), bool, carries.size)
+        ranges = np.flatnonzero((cat & name & 2) > 0)
+        return np.union1d(carries[named], ranges)
 
     @staticmethod
     def _raw_ids(all_args: list[Args], mask: np.ndarray, field: str, table: _Interner) -> np.ndarray:

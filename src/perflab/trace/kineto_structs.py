@@ -3,6 +3,7 @@ and its lenient path share (HTA's convention)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Optional, Union
 
 import msgspec
@@ -37,6 +38,23 @@ class Event(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = Args()
+
+
+class CommArgs(Args, gc=False):
+    """Args and the keys collectives add (trace/comm_args.py reads them), decoded in the columns' own pass."""
+    collective: Optional[str] = msgspec.field(name="Collective name", default=None)
+    in_nelems: Optional[Num] = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Optional[Num] = msgspec.field(name="Out msg nelems", default=None)
+    group_size: Optional[Num] = msgspec.field(name="Group size", default=None)
+    dtype: Optional[str] = None
+    pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
+    pg_name: Any = msgspec.field(name="Process Group Name", default=None)
+    # True only where the event has no args at all (a key no recorder writes keeps the JSON from setting it)
+    absent: bool = msgspec.field(name="perflab: no args", default=False)
+
+
+class CommEvent(Event, gc=False):
+    args: CommArgs = msgspec.field(default_factory=partial(CommArgs, absent=True))  # partial: no Python frame
 
 
 def _to_int(v: Any, default: int = -1) -> int:

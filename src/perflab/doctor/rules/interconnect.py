@@ -19,12 +19,12 @@ def comm_judgement(ctx: Context) -> dict:
     """analysis.comm_roof.judge over this rank's collectives in the analysed windows (once per context)."""
     from perflab.analysis import comm_roof as R
     from perflab.analysis.ceilings import datasheet
-    from perflab.analysis.collectives import collectives
+    from perflab.analysis.collectives import collectives, in_windows
     from perflab.analysis.saved_ceilings import saved_sweeps
 
     def compute() -> dict:
         multirank(ctx)  # matches the collectives across ranks: their transfer times
-        colls = [c for c in collectives(ctx.trace) if ctx.windows.contains(c["ts"])]
+        colls = in_windows(collectives(ctx.trace), ctx.windows)
         if not colls:
             return {}
         meta = ctx.trace.meta
@@ -95,7 +95,7 @@ def _row(g: dict, per: float) -> dict:
 
 
 def _events(ctx: Context, below: list[dict]) -> list:
-    from perflab.analysis.collectives import collectives
+    from perflab.analysis.collectives import collectives, in_windows
 
     kinds = {(g["kind"], g["bytes"]) for g in below[:3]}
     colls = [c for c in collectives(ctx.trace) if (c["kind"], c["bytes"]) in kinds and ctx.windows.contains(c["ts"])]

@@ -35,9 +35,9 @@ def _mine(summary: dict, rank: int) -> dict:
 
 
 def _comm_events(ctx: Context, by: str = "dur_us") -> list[EventRef]:
-    from perflab.analysis.collectives import collectives
+    from perflab.analysis.collectives import collectives, in_windows
 
-    colls = [c for c in collectives(ctx.trace) if ctx.windows.contains(c["ts"])]
+    colls = in_windows(collectives(ctx.trace), ctx.windows)
     colls.sort(key=lambda c: -(c.get(by) or 0.0))
     return [ctx.event(c["row"]) for c in colls[:5]]
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from perflab.analysis.collectives import BUS_FACTOR
+from perflab.analysis.collective_sizes import BUS_FACTOR
 from perflab.analysis.saved_ceilings import COLLECTIVES_SCHEMA as SCHEMA
 from perflab.errors import PerflabError
 from perflab.toolkit.bench.allreduce import DEFAULT_MAX, DEFAULT_MIN, _manifest, _size, sizes, time_calls
