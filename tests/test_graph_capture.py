@@ -1,12 +1,15 @@
 """CUDA-graph replays priced from the capture in the same trace (analysis/graph_capture.py).
 
-No recorded fixture holds a capture (tests/data/stacks record the steady state; vLLM traces start after the
-engine's warm-up), so the traces here are built with the event shapes of the recorded graphed decode
-(cudaGraphLaunch with cbid and correlation, replayed kernels with its correlation and no External id) and of
-torch.profiler's launches (cudaLaunchKernel / cuLaunchKernelEx with External id and correlation).
-scripts/record_graph_capture.sh records real ones on the GPU machine.
+Most traces here are built with the event shapes of the recorded graphed decode (cudaGraphLaunch with cbid and
+correlation, replayed kernels with its correlation and no External id) and of torch.profiler's launches
+(cudaLaunchKernel / cuLaunchKernelEx with External id and correlation), to reach the cases a recording rarely
+holds (several graphs, partial matches). Two recorded on the H100 by scripts/record_graph_capture.sh
+(tests/data/stacks/manifest.capture.json) hold their capture in the window: a hand-captured decode graph and
+torch.compile(mode="reduce-overhead")'s own capture.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -189,3 +192,29 @@ def test_recorded_replays_without_their_capture_stay_unpriced(name):
     assert captures(trace) == []
     work = _work(trace)
     assert work.graph_replays["captures"] == 0 and work.unmodelled["graph_replay"]["kernels"] > 0
+
+
+STACKS = Path(__file__).parent / "data" / "stacks"
+
+
+@pytest.mark.parametrize("name, launches, replays", [("graphed_decode_capture", 862, 18),
+                                                     ("block_module_reduce_overhead_cold", 12, 7)])
+def test_recorded_replays_are_priced_from_their_capture(name, launches, replays):
+    trace = kineto.load(STACKS / f"{name}.trace.json.gz")
+    caps = captures(trace)
+    assert [int(c.launches.size) for c in caps] == [launches]
+    work = op_work(trace, analysis_windows(trace))
+    assert work.graph_replays["replays"] >= replays
+    assert work.graph_replays["priced_replays"] == work.graph_replays["replays"]
+    assert work.modelled_us >= 0.99 * work.kernel_us
+
+
+def test_recorded_graphed_decode_is_judged_against_its_roofs_not_left_unjudged():
+    trace = kineto.load(STACKS / "graphed_decode_capture.trace.json.gz")
+    report = diagnose(trace)
+    text = " ".join(f.summary for f in report.findings)
+    assert "Not judged" not in text and HOW_TO_RECORD[:40] not in text
+    top = report.findings[0]
+    assert top.id != "healthy"
+    # the decode's elementwise ops run on a few dozen blocks, far under the 132 SMs and their memory roof
+    assert top.id in {"small-grid", "below-roof", "launch-overhead"}, top.id
