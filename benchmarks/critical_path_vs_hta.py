@@ -1,4 +1,4 @@
-"""Critical path: perflab (analysis/critical_path.py) beside HTA's critical-path analysis on HTA's own sample
+"""Critical path: perflab (analysis/idle/critical_path.py) beside HTA's critical-path analysis on HTA's own sample
 traces (../shared/peer-traces/hta/critical_path__*). For each: the window HTA analyses (an annotation), the
 GPU kernels on each tool's path, the GPU time on it, how many kernels both put on it, and each tool's time.
 
@@ -40,7 +40,7 @@ print(json.dumps({"ok": bool(ok), "kernels": kernels, "gpu_us": gpu, "seconds": 
 
 
 def ours(path: Path, annotation: str) -> dict:
-    from perflab.analysis.critical_path import critical_path
+    from perflab.analysis.idle.critical_path import critical_path
     from perflab.trace.kineto import load
 
     t0 = time.perf_counter()
@@ -58,8 +58,8 @@ def _syncs(t, window: int) -> dict:
     long before the last one started the GPU work launched in the window had ended (slack: the GPU was done)."""
     import numpy as np
 
-    from perflab.analysis.critical_path import _selected
-    from perflab.analysis.syncs import is_sync_call
+    from perflab.analysis.idle.critical_path import _selected
+    from perflab.analysis.idle.syncs import is_sync_call
     from perflab.trace.model import GPU_WORK_KINDS
 
     rows = _selected(t, float(t.ts[window]), float(t.ts[window] + t.dur[window]))

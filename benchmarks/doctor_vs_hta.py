@@ -196,7 +196,7 @@ def _our_idle_pct(result: dict) -> dict[tuple[int, str], float]:
 
 
 def compare(paths: list[Path]) -> dict:
-    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.reports.hta_breakdown import idle_time_breakdown, temporal_breakdown
     from perflab.errors import PerflabError
     from perflab.trace.kineto import load
 

@@ -4,7 +4,7 @@
 # Records torch.profiler traces whose window holds a CUDA graph's capture as well as its replays
 # (scripts/record_stack_traces.py: graphed_decode_capture, block_module_reduce_overhead_cold,
 # hf_static_compiled_cold), runs the doctor on each, and says how many replays were priced from their capture
-# (analysis/graph_capture.py). Everything lands packed in $OUT/graph_capture.tgz; the traces go to
+# (analysis/steps/graph_capture.py). Everything lands packed in $OUT/graph_capture.tgz; the traces go to
 # tests/data/stacks/ (manifest.json -> manifest.capture.json) as fixtures for tests/test_graph_capture.py.
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}
@@ -25,9 +25,9 @@ timeout 300 python3 - "$W" > "$W/capture_summary.json" 2> "$W/capture_summary.er
 import json, sys
 from pathlib import Path
 
-from perflab.analysis.graph_capture import captures
-from perflab.analysis.op_work import op_work
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.steps.graph_capture import captures
+from perflab.analysis.work.op_work import op_work
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.trace import kineto
 
 out = {}

@@ -4,7 +4,7 @@
     python scripts/record_hta_comm_expected.py     # writes tests/data/kineto/hta_comm_expected.json
 
 HTA runs in .bench/hta-venv (benchmarks/doctor_vs_hta.py creates it); its numbers are stored so CI
-compares perflab.analysis.collectives.hta_comm_comp_overlap against HTA without installing HTA.
+compares perflab.analysis.multigpu.collectives.hta_comm_comp_overlap against HTA without installing HTA.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ large messages (4 KiB .. 256 MiB, x16), with only the environment changed:
 
 NCCL_NVLS_ENABLE stays 0. Each setting's NCCL_DEBUG=INFO lines that name the transport ("via P2P/...",
 "via SHM/...") are kept beside its sweep, so the file itself shows which path the bytes took. Writes
-one JSON (schema perflab.interconnect-sweep/1), read by perflab.analysis.interconnect. A setting that
+one JSON (schema perflab.interconnect-sweep/1), read by perflab.analysis.multigpu.interconnect. A setting that
 fails or runs out of budget is recorded with its error, never with numbers. Exit 0 when every setting ran.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from perflab.analysis.interconnect import SCHEMA, SETTINGS  # noqa: E402
+from perflab.analysis.multigpu.interconnect import SCHEMA, SETTINGS  # noqa: E402
 
 _TRANSPORT = re.compile(r"via (P2P|SHM|NET|NVLS|COLLNET)\S*|NCCL version \S+|Using network \S+")
 

@@ -79,7 +79,7 @@ def make_trace(*, steps: int, kernels: list[tuple[str, float]], step_us: float =
 def retouched_trace(path: Path, doc_edit=None, **by_category) -> Path:
     """synthetic.host_bound(steps=3) as JSON, every event of a category passed through its function
     edit(event, index among that category's events); doc_edit(doc) for the rest."""
-    from perflab.trace import synthetic
+    from perflab.trace.builders import synthetic
 
     doc = synthetic.host_bound(steps=3).to_dict()
     seen: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """Write small Nsight Systems SQLite exports with the sqlite3 module, for tests and the memory benchmark.
 
-`ExportBuilder` simulates one host thread driving a GPU (a FIFO per stream, as in perflab.trace.synthetic)
+`ExportBuilder` simulates one host thread driving a GPU (a FIFO per stream, as in perflab.trace.builders.synthetic)
 and records what Nsight Systems would: CUDA API rows, kernel/memcpy/memset rows under their correlation
 ids, synchronization rows, NVTX ranges, OS runtime calls, diagnostics. `write(path, era=...)` lays the
 tables out as one nsys generation did, so each schema trap can be tested alone:

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import cli_run
 from perflab.cli import activity as act
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 
 @pytest.fixture

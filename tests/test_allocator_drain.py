@@ -2,16 +2,17 @@
 
 cudaFree waits for the device to finish before it frees; when it returns the host has no lead, and the GPU
 idles while the host dispatches the next op, asks cudaMalloc for its output and launches it. That restart is the
-price of the free (analysis.allocator.drained_by_free), even when the allocator calls themselves are short.
+price of the free (analysis.gpu_memory.allocator.drained_by_free), even when the allocator calls themselves are short.
 """
 from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.gaps import analyze_gaps
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.idle.gaps import analyze_gaps
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor import diagnose
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 
 def layer(build: synthetic.TraceBuilder, kernel_us: float, malloc_us: float, before_us: float = 6.0,

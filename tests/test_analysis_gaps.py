@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.gaps import analyze_gaps
-from perflab.analysis.windows import analysis_windows
-from perflab.trace import kineto, synthetic
+from perflab.analysis.idle.gaps import analyze_gaps
+from perflab.analysis.steps.windows import analysis_windows
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 
 def gaps_of(tmp_path, builder):

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
-from perflab.trace import kineto, synthetic
+from perflab.analysis.reports.hta_breakdown import idle_time_breakdown, temporal_breakdown
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 EXPECTED = json.loads((Path(__file__).parent / "data" / "kineto" / "hta_expected.json").read_text())

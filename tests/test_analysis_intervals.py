@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perflab.analysis.intervals import Coverage, complement, difference, intersect, length, merge, overlap_length
+from perflab.analysis.idle.intervals import Coverage, complement, difference, intersect, length, merge, overlap_length
 
 STEP = 0.5
 GRID = np.arange(0, 140, STEP) + STEP / 2

@@ -5,13 +5,14 @@ import json
 
 import pytest
 
-from perflab.analysis.kernels import classify, is_simt_gemm
-from perflab.analysis.launches import launch_stats
-from perflab.analysis.memcpy import direction, is_pageable
-from perflab.analysis.summary import evidence_summary
-from perflab.analysis.timeline import busy_idle
-from perflab.analysis.windows import analysis_windows
-from perflab.trace import kineto, synthetic
+from perflab.analysis.work.kernels import classify, is_simt_gemm
+from perflab.analysis.idle.launches import launch_stats
+from perflab.analysis.idle.memcpy import direction, is_pageable
+from perflab.analysis.reports.summary import evidence_summary
+from perflab.analysis.idle.timeline import busy_idle
+from perflab.analysis.steps.windows import analysis_windows
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 KEYS = {"device", "steps", "step_time_ms", "span_ms", "gpu_busy_pct", "kernels_per_step", "mean_kernel_us",
         "top_kernels", "copies", "syncs"}

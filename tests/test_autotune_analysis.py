@@ -1,4 +1,4 @@
-"""Autotuning logs (analysis/autotune.py, doctor/autotune.py), their recorder (puzzles/evidence/autotune.py, with a stand-in
+"""Autotuning logs (analysis/work/autotune.py, doctor/autotune.py), their recorder (puzzles/evidence/autotune.py, with a stand-in
 autotuner and timer), and the autotune questions (puzzles/questions/autotune.py)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from perflab.analysis import autotune
+from perflab.analysis.work import autotune
 from perflab.doctor import autotune as autotune_rules
 from perflab.errors import PerflabError
 from perflab.puzzles import questions

@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 
-from perflab.analysis.ncu_plan import function_name
+from perflab.analysis.ncu.ncu_plan import function_name
 from perflab.doctor import diagnose
 from perflab.puzzles.engine import catalog, checker
-from perflab.trace.synthetic import TraceBuilder
+from perflab.trace.builders.synthetic import TraceBuilder
 
 PUZZLE = catalog.find(catalog.load_catalog([catalog.BUILTIN]), "below-roof")
 CEILINGS = PUZZLE.artifacts / "ceilings.json"
@@ -179,7 +179,7 @@ def _ncu_picks(command: str, trace, steps_before: int) -> list[str]:
     recorded from: its launches in order, the unrecorded steps before the first recorded one like a recorded one."""
     import numpy as np
 
-    from perflab.analysis.windows import profiler_steps
+    from perflab.analysis.steps.windows import profiler_steps
     from perflab.trace.model import KERNEL
 
     argv = shlex.split(command)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from perflab.analysis.saved_ceilings import sweeps_of
+from perflab.analysis.work.saved_ceilings import sweeps_of
 from perflab.errors import PerflabError
 from perflab.toolkit.bench import collectives as C
 

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perflab.analysis import serving_stalls as st  # noqa: E402
+from perflab.analysis.engines import serving_stalls as st  # noqa: E402
 from perflab.doctor.serving import report  # noqa: E402
 from perflab.puzzles import questions  # noqa: E402
 from perflab.puzzles.engine import catalog, kinds, replay, runner  # noqa: E402

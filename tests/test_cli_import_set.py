@@ -60,9 +60,10 @@ def test_answer_and_replay_read_no_trace_the_second_time(tmp_path):
     for args in (["answer", "host-sync", "-a", "cause=host-sync"], ["run", "host-sync", "--replay", "--json"]):
         loaded(args, tmp_path, ok=(0, 1))
         mods = loaded(args, tmp_path, ok=(0, 1))
-        # perflab.analysis.saved_ceilings (which files key the cache) and the report's number formatting are light
+        # perflab.analysis.work.saved_ceilings (which files key the cache) and the report's number formatting are light
         readers = [m for m in heavy(mods, ("pydantic",)) if m not in
-                   ("perflab.analysis", "perflab.analysis.saved_ceilings", "perflab.report.summary")]
+                   ("perflab.analysis", "perflab.analysis.work", "perflab.analysis.work.saved_ceilings",
+                    "perflab.report.summary")]
         assert readers == [], args
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perflab.analysis import comm_roof as R
-from perflab.analysis.saved_ceilings import saved_sweeps, sweeps_of
+from perflab.analysis.multigpu import comm_roof as R
+from perflab.analysis.work.saved_ceilings import saved_sweeps, sweeps_of
 from perflab.doctor import diagnose
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 H100 = synthetic.H100
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.compile_work import compile_work, is_compile_work, is_graph_capture
-from perflab.analysis.recording import unrecorded_kernels
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.steps.compile_work import compile_work, is_compile_work, is_graph_capture
+from perflab.analysis.steps.recording import unrecorded_kernels
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor import diagnose
 from perflab.trace.kineto import load_ranks
 

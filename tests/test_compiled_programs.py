@@ -123,7 +123,7 @@ def trace_facts(path: Path) -> tuple[list[int], list[str]]:
     ("module", "max-autotune", "nn.Module"),
 ])
 def test_profile_records_steps_after_compilation(tmp_path, kind, mode, by):
-    from perflab.analysis.compile_work import compile_work
+    from perflab.analysis.steps.compile_work import compile_work
     from perflab.trace.kineto import load_ranks
 
     proc, trace = profile_block(tmp_path, "--as", kind, "--mode", mode, "--iters", "60")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from perflab.doctor import diagnose
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 X = [4096, 4096]
 

@@ -1,4 +1,4 @@
-"""Issue 27: the step's critical path on traces with several streams (analysis/critical_path.py)."""
+"""Issue 27: the step's critical path on traces with several streams (analysis/idle/critical_path.py)."""
 from __future__ import annotations
 
 import gzip
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perflab.analysis.critical_path import critical_path
+from perflab.analysis.idle.critical_path import critical_path
 from perflab.trace.kineto import load
 
 PEER = Path(__file__).parents[2] / "shared" / "peer-traces" / "hta"

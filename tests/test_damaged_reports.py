@@ -77,7 +77,7 @@ def test_garbage_metric_values_never_crash(tmp_path, cells):
     path = tmp_path / "g.csv"
     with open(path, "w", newline="") as fh:
         csv.writer(fh).writerows(rows)
-    from perflab.analysis.roofline import roofline_for_reports
+    from perflab.analysis.work.roofline import roofline_for_reports
 
     try:
         report = diagnose(path)

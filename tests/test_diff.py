@@ -1,4 +1,4 @@
-"""`perflab diff`: the comparison (analysis/compare.py), its renderers and the command, on the puzzles'
+"""`perflab diff`: the comparison (analysis/reports/compare.py), its renderers and the command, on the puzzles'
 recorded H100 traces (slow vs solution) and on synthetic traces with known numbers."""
 import json
 import shutil
@@ -8,11 +8,11 @@ import pytest
 
 from conftest import FIXED_KERNELS, SLOW_KERNELS, make_trace, write_trace
 from perflab.__main__ import main
-from perflab.analysis.compare import SCHEMA, compare
+from perflab.analysis.reports.compare import SCHEMA, compare
 from perflab.doctor.sides import load_run
 from perflab.history import resolve
-from perflab.analysis.kernels import classify, kernel_breakdown
-from perflab.analysis.summary import evidence_summary
+from perflab.analysis.work.kernels import classify, kernel_breakdown
+from perflab.analysis.reports.summary import evidence_summary
 from perflab.errors import PerflabError
 from perflab.report.diff import diff_json, render_diff
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import cli_run
-from perflab.analysis.regression_gate import median_change_ci
-from perflab.trace import synthetic
+from perflab.analysis.reports.regression_gate import median_change_ci
+from perflab.trace.builders import synthetic
 
 GEMM = synthetic.GEMM
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.compare import compare
-from perflab.analysis.promises import promises
+from perflab.analysis.reports.compare import compare
+from perflab.analysis.reports.promises import promises
 from perflab.doctor.finding import Finding
 from perflab.doctor.sides import load_run
 

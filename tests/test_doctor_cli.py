@@ -13,7 +13,7 @@ from perflab.__main__ import main
 from perflab.doctor import diagnose
 from perflab.doctor.finding import SCHEMA, TAXONOMY_IDS
 from perflab.errors import PerflabError
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 

@@ -161,7 +161,7 @@ def test_the_host_op_share_is_of_the_host_idle_time_and_worded_by_size():
     # rank 0 of a sampled 128-rank job: many different host ops between its kernels, none holds most
     findings = diagnose(_peer("trace_filter__sampled_rank-0.json.gz")).findings
     # ~6% of step time is idle after the host had launched the work that ends it a median 2.6 ms before the GPU
-    # ran it (analysis/gaps.py, DEEP_QUEUE_US): the GPU was not waiting for the host then (it waited on
+    # ran it (analysis/idle/gaps.py, DEEP_QUEUE_US): the GPU was not waiting for the host then (it waited on
     # another stream, rank or work the trace does not hold), so that idle leaves host-compute for gpu-idle, which now leads
     assert findings[0].id == "gpu-idle" and findings[0].evidence["queued_ahead_idle_pct"] > 5
     top = next(f for f in findings if f.id == "host-compute")

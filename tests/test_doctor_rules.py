@@ -7,7 +7,7 @@ import pytest
 
 from perflab.doctor import diagnose
 from perflab.doctor.registry import rules_for, severity_for
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 CATALOG = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog"
 
@@ -155,7 +155,7 @@ def test_copies_both_ways_are_the_generic_memcpy(tmp_path):
 
 def test_async_copies_serialized_on_the_compute_stream_are_no_overlap(tmp_path):
     # pinned, non_blocking, on the compute stream; the host never waits, so no copy carries data from the
-    # compute before it (analysis.copy_deps)
+    # compute before it (analysis.idle.copy_deps)
     rep = report(tmp_path, copies_workload(h2d_mb=60, prefetch=True))
     assert rep.top.id == "no-overlap" and rep.top.evidence["copy_overlap_pct"] < 1
     # once overlapped, the copies would be hidden, all but the first: no compute runs before it

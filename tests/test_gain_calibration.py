@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.estimate import capped_gains, gain_of_speedup, speedup_bounds, speedup_of_gain, step_speedup
+from perflab.analysis.work.estimate import capped_gains, gain_of_speedup, speedup_bounds, speedup_of_gain, step_speedup
 from perflab.doctor.finding import Finding
 from perflab.doctor.shared_time import COPY_VIEWS, IDLE_CAUSES, pooled_sums, share_lost_time
 from perflab.puzzles.calibration import FAR, Row, Summary, calibrate_catalog, table

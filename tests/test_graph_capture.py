@@ -1,4 +1,4 @@
-"""CUDA-graph replays priced from the capture in the same trace (analysis/graph_capture.py).
+"""CUDA-graph replays priced from the capture in the same trace (analysis/steps/graph_capture.py).
 
 Most traces here are built with the event shapes of the recorded graphed decode (cudaGraphLaunch with cbid and
 correlation, replayed kernels with its correlation and no External id) and of torch.profiler's launches
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.graph_capture import HOW_TO_RECORD, captures, replayed_ops
-from perflab.analysis.op_work import op_work
-from perflab.analysis.records import launch_records, record_notes
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.steps.graph_capture import HOW_TO_RECORD, captures, replayed_ops
+from perflab.analysis.work.op_work import op_work
+from perflab.analysis.steps.records import launch_records, record_notes
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor import diagnose
 from perflab.trace import kineto
-from perflab.trace import synthetic_graphs as sg
-from perflab.trace.synthetic import ELEMENTWISE, GEMM, TraceBuilder
+from perflab.trace.builders import synthetic_graphs as sg
+from perflab.trace.builders.synthetic import ELEMENTWISE, GEMM, TraceBuilder
 
 BF = "c10::BFloat16"
 SILU = "triton_poi_fused_mul_silu_0"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis import comm_roof as R
-from perflab.analysis import interconnect as I
-from perflab.analysis.saved_ceilings import sweeps_of
+from perflab.analysis.multigpu import comm_roof as R
+from perflab.analysis.multigpu import interconnect as I
+from perflab.analysis.work.saved_ceilings import sweeps_of
 
 H = Path(__file__).resolve().parents[1] / "docs" / "multigpu" / "h200x4"
 # nccl-tests (PERFORMANCE.md): busbw = algbw x this, n ranks

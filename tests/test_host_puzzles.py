@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from perflab.analysis.cpu_host import cpu_time_split, source_frame
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.idle.cpu_host import cpu_time_split, source_frame
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor.cpu import cpu_findings
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, replay
@@ -247,7 +247,7 @@ def iteration_steps(n_steps=3, per_step=10, normal=100.0, slow=5000.0, every=10,
 
 
 def test_periodic_outliers_find_period_phase_and_extra_time(tmp_path):
-    from perflab.analysis.annotations import annotation_outliers
+    from perflab.analysis.steps.annotations import annotation_outliers
 
     trace = load(cpu_trace(tmp_path, iteration_steps()))
     found = annotation_outliers(trace, factor=10.0, windows=analysis_windows(trace))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKE_ID, cli_run, retouched_trace
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 MARKUP = "aten::shard[/data/shard]"

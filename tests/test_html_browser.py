@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perflab.__main__ import main
-from perflab.analysis.compare import compare
+from perflab.analysis.reports.compare import compare
 from perflab.doctor.sides import load_run
 from perflab.doctor import diagnose
 

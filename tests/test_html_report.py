@@ -217,7 +217,7 @@ def test_templates_ship_with_the_package():
 
 
 def test_a_cpu_only_report_shows_where_the_step_thread_goes(tmp_path):
-    from perflab.trace import synthetic
+    from perflab.trace.builders import synthetic
 
     b = synthetic.TraceBuilder()
     for n in range(3):

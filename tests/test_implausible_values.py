@@ -10,7 +10,8 @@ import pytest
 
 from conftest import cli_run, retouched_trace
 from perflab.doctor import diagnose
-from perflab.trace import kineto, sniff, synthetic
+from perflab.trace import kineto, sniff
+from perflab.trace.builders import synthetic
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

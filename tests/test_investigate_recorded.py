@@ -115,7 +115,7 @@ def test_level_1_agrees_with_perflab_profile_run_by_hand(offline, name):
 
 @pytest.mark.parametrize("name", ["kernel", "memory"])
 def test_level_2_agrees_with_the_printed_ncu_command_run_by_hand(offline, name):
-    from perflab.analysis.ncu_plan import function_name
+    from perflab.analysis.ncu.ncu_plan import function_name
     from perflab.doctor.ncu import diagnose_ncu
 
     k = offline[name]["levels"][1]["kernels"][0]

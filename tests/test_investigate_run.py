@@ -164,7 +164,7 @@ def test_without_ncu_level_2_is_skipped_and_says_why(tmp_path, recorded_level1, 
     from perflab.toolkit import investigate as lib
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no ncu anywhere on it
-    monkeypatch.setattr("perflab.trace.ncu_tool.NCU_GLOBS", ())
+    monkeypatch.setattr("perflab.trace.nsight_compute.ncu_tool.NCU_GLOBS", ())
     d = lib.investigate(["python", script(tmp_path)], tmp_path / "inv", lib.Options()).to_dict()
     assert d["levels"][1]["status"] == "skipped" and "ncu" in d["levels"][1]["notes"][0]
     assert d["levels"][1]["kernels"][0]["commands"]["record"].startswith("perflab ncu ")

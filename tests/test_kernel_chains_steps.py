@@ -1,10 +1,10 @@
 """Elementwise chains stop at profiler-step boundaries: one fused kernel per step is not a chain."""
 from __future__ import annotations
 
-from perflab.analysis.kernel_patterns import elementwise_chains
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.work.kernel_patterns import elementwise_chains
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor import diagnose
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 from perflab.trace.kineto import load
 
 FUSED = "triton_poi_fused_add_mul_tanh_0"

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.kernel_targets import SOL, TIME, choose, kernel_targets
+from perflab.analysis.work.kernel_targets import SOL, TIME, choose, kernel_targets
 from perflab.doctor.context import Context
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 DATA = Path(__file__).resolve().parent / "data" / "kineto"
 

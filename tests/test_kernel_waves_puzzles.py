@@ -144,7 +144,7 @@ def test_ncu_nvtx_option_parses_and_reaches_the_ncu_command(tmp_path):
 # --- rules on the fixtures -------------------------------------------------------------------------
 
 def test_gemm_dims_read_k_and_batch_from_nvtx():
-    from perflab.analysis.gemm_shapes import gemm_dims, gemm_shape
+    from perflab.analysis.work.gemm_shapes import gemm_dims, gemm_shape
 
     assert gemm_dims(["gemm_bf16 M=264 N=264 K=4096 batch=256"]) == {"M": 264, "N": 264, "K": 4096, "batch": 256}
     assert gemm_dims(["outer", "M=10 N=20"]) == {"M": 10, "N": 20}
@@ -197,7 +197,7 @@ def test_l2_miss_stays_on_its_fixture_and_off_the_autotune_gemv():
     """42-autotune's fixed decode GEMM (M=16, N=K=8192, bf16) reads from DRAM only its compulsory bytes,
     the weight once and the activations once (shape from its autotuning log), yet hits L2 on ~16 % of
     reads (9 % in the re-recording of 2026-11-24): the activations, re-read by every column block. A hit rate cannot tell that from evicted
-    re-reads; l2-miss needs DRAM bytes clearly above the compulsory ones (analysis/ncu_traffic.py)."""
+    re-reads; l2-miss needs DRAM bytes clearly above the compulsory ones (analysis/ncu/ncu_traffic.py)."""
     import json
 
     from perflab.doctor.ncu import diagnose_profile

@@ -11,7 +11,8 @@ import re
 import pytest
 
 from perflab.doctor import diagnose
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, RUNTIME
 
 # torch 1.8 / Kineto 2021: record_function and ProfilerStep ranges are "Operator"s, thread ids are strings,

@@ -9,7 +9,8 @@ import pytest
 from perflab.__main__ import main
 from perflab.doctor import diagnose
 from perflab.errors import UnreadableInput
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 REAL = Path(os.environ.get("PERFLAB_REAL_TRACES", Path(__file__).resolve().parents[2] / "shared" / "real-traces"))
 PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))

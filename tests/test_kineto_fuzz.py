@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from perflab.doctor import diagnose
 from perflab.errors import PerflabError, UnreadableInput
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("PERFLAB_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from perflab.__main__ import main
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 from perflab.trace.kineto import load
 from perflab.trace.model import NAME_LIMIT
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from perflab.errors import UnreadableInput
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 from perflab.trace.model import KERNEL, MEMCPY, RUNTIME
 from perflab.trace.sniff import KINETO, MEMORY, NCU, NCU_CSV, UNKNOWN, sniff
 
@@ -188,7 +189,7 @@ def test_sniff_by_content_not_name(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_parallel_reader_matches_the_sequential_one(tmp_path, monkeypatch, suffix):
-    from perflab.trace import kineto_parallel
+    from perflab.trace.torch_profiler import kineto_parallel
 
     doc = synthetic.decode_with_item(steps=3, tokens=20).to_dict()
     doc["traceEvents"].insert(40, kernel(name='tricky"}, {"ph": "X"'))  # a boundary look-alike in a string
@@ -201,7 +202,7 @@ def test_parallel_reader_matches_the_sequential_one(tmp_path, monkeypatch, suffi
 
 
 def test_parallel_ranges_agree_on_every_cut(tmp_path, monkeypatch):
-    from perflab.trace import kineto_parallel
+    from perflab.trace.torch_profiler import kineto_parallel
 
     path = synthetic.write_document(tmp_path / "t.json", synthetic.launch_bound(steps=2, ops=300).to_dict())
     sequential = kineto.load(path)
@@ -224,7 +225,7 @@ def test_parallel_ranges_agree_on_every_cut(tmp_path, monkeypatch):
 
 def test_a_gzip_trace_counts_its_json_toward_the_parallel_threshold(tmp_path):
     # 26 MB of gzip holding 476 MB of JSON must get the second core: the threshold counts decompressed bytes
-    from perflab.trace import kineto_parallel
+    from perflab.trace.torch_profiler import kineto_parallel
 
     doc = synthetic.launch_bound(steps=2, ops=300).to_dict()
     plain = synthetic.write_document(tmp_path / "t.json", doc)

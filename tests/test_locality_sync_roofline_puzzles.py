@@ -126,7 +126,7 @@ def roofline_recording(folder: Path, slow: list[str], solution: list[str], ceili
 
 
 def test_roofline_point_uses_the_recorded_measured_ceilings(tmp_path):
-    from perflab.analysis.roofline import ceilings_from, place
+    from perflab.analysis.work.roofline import ceilings_from, place
     from perflab.puzzles.questions import roofline as qr
     from perflab.trace.ncu import load
 

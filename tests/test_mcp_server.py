@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_run
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (perflab[mcp]) is not installed")
 anyio = pytest.importorskip("anyio")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis import memory as mem
+from perflab.analysis.gpu_memory import memory as mem
 from perflab.doctor import diagnose
 from perflab.errors import PerflabError, UnreadableInput
 from perflab.trace import sniff

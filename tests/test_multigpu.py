@@ -1,4 +1,4 @@
-"""Multi-rank analyses (analysis.collectives), the multi-GPU rules, and HTA agreement.
+"""Multi-rank analyses (analysis.multigpu.collectives), the multi-GPU rules, and HTA agreement.
 
 Synthetic per-rank traces plant one cause each; the HTA sample traces (real multi-rank jobs) check
 sizes/bandwidths and the comm/comp overlap against numbers HTA 0.5.0 itself computed
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis import collectives as C
+from perflab.analysis.multigpu import collectives as C
 from perflab.doctor import diagnose
-from perflab.trace import kineto, synthetic
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 
 PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))
 HTA = json.loads((Path(__file__).parent / "data" / "kineto" / "hta_comm_expected.json").read_text())
@@ -178,7 +179,7 @@ def test_nccl_sample_sizes_and_bus_bandwidth():
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_collective_args_come_from_the_one_read(monkeypatch, workers):
     """The reader gathers the collectives' args as it decodes (both readers): no second pass over the file."""
-    from perflab.trace import comm_args, kineto_parallel
+    from perflab.trace.torch_profiler import comm_args, kineto_parallel
 
     path = PEER / "nccl_parser_config__nccl_data.json.gz"
     expected = comm_args.read_comm_records(str(path))

@@ -169,7 +169,7 @@ def test_evidence_reads_a_folder_of_ranks(straggler_recording):
 
 def test_straggler_questions_on_the_fixture_traces(straggler_recording):
     """The straggler puzzle's own questions, answered from real H200 traces of a planted straggler."""
-    from perflab.analysis.collectives import multirank_summary
+    from perflab.analysis.multigpu.collectives import multirank_summary
 
     ev = straggler_recording
     s = multirank_summary(ev.ranks("slow"))

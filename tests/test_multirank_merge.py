@@ -17,7 +17,7 @@ import pytest
 from perflab.doctor import diagnose
 from perflab.multirank import diagnose_folder
 from perflab.multirank import store
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -1,5 +1,5 @@
 """`perflab diff A.ncu-rep B.ncu-rep`: the kernel-level diff of two Nsight Compute reports
-(analysis/ncu_compare.py, rendered by report/diff.py), on 42-autotune's shipped slow/solution reports
+(analysis/ncu/ncu_compare.py, rendered by report/diff.py), on 42-autotune's shipped slow/solution reports
 (the same Triton kernel under two autotune configs), the tests/data/ncu fixtures, and synthetic profiles."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.__main__ import main
-from perflab.analysis.ncu_compare import SCHEMA, compare_ncu, key_metrics, match, rel_change
+from perflab.analysis.ncu.ncu_compare import SCHEMA, compare_ncu, key_metrics, match, rel_change
 from perflab.doctor.sides import load_ncu_side
 from perflab.errors import PerflabError
 from perflab.report.diff import ncu_diff_json, render_ncu_diff

@@ -91,7 +91,7 @@ def test_fallback_metrics_still_find_bank_conflicts():
 
 
 def test_gemm_shape_from_torch_nvtx_and_tile_from_names():
-    from perflab.analysis.gemm_shapes import gemm_shape, gemm_tile
+    from perflab.analysis.work.gemm_shapes import gemm_shape, gemm_tile
 
     assert gemm_shape(["aten::mm, seq = 3, sizes = [[4097, 512], [512, 1000]]"]) == (4097, 1000)
     assert gemm_shape(["aten::bmm, sizes = [[8, 264, 64], [8, 64, 300]]"]) == (264, 300)

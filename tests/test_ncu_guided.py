@@ -12,7 +12,7 @@ from test_ncu_fixtures import DATA, has_ncu_report, report as rep_path
 from perflab.doctor.finding import Finding
 from perflab.doctor.ncu import diagnose_ncu
 from perflab.doctor.ncu_guided import compare, taxonomy_for
-from perflab.trace.ncu_rules import clean, normalize
+from perflab.trace.nsight_compute.ncu_rules import clean, normalize
 
 needs_rep = pytest.mark.skipif(not has_ncu_report(), reason="the ncu_report module is not installed")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.ncu_plan import function_name, launch_plan, steady_launch, template_key
-from perflab.trace import kineto, synthetic
+from perflab.analysis.ncu.ncu_plan import function_name, launch_plan, steady_launch, template_key
+from perflab.trace import kineto
+from perflab.trace.builders import synthetic
 from perflab.trace.model import KERNEL
 
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 11, false, false>(float*, float const*, int)"

@@ -78,7 +78,7 @@ def test_wasted_sectors_that_reach_dram_are_its_gain():
 def test_compulsory_bytes_count_every_input():
     """`x + y`: no L2 read hits, so every DRAM read is a first touch: the compulsory bytes are the two
     inputs read and the output written, which is what DRAM moved."""
-    from perflab.analysis.ncu_traffic import dram_traffic
+    from perflab.analysis.ncu.ncu_traffic import dram_traffic
 
     t = dram_traffic(profile("roof_add", "csv").kernels[0])
     assert t.compulsory_bytes == pytest.approx(t.dram_read_bytes + t.written_bytes)

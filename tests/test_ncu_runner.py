@@ -8,7 +8,7 @@ from test_ncu_fixtures import csv as fixture_csv, report as fixture_report
 from perflab.__main__ import main
 from perflab.errors import PerflabError
 from perflab.toolkit import ncu_runner
-from perflab.trace import ncu_tool
+from perflab.trace.nsight_compute import ncu_tool
 
 FAKE_NCU = """#!/bin/sh
 echo "$@" >> "{log}"

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import FAKE_ID, cli_run
 from perflab.__main__ import build_app
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 NCU_CSV = REPO / "tests" / "data" / "ncu" / "memory_bound_scalar.csv"

@@ -18,7 +18,7 @@ import pytest
 from conftest import cli_run
 from perflab.errors import PerflabError
 from perflab.outputs import check_folder, write_output
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 NCU_CSV = REPO / "tests" / "data" / "ncu" / "memory_bound_scalar.csv"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perflab.doctor import diagnose
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 REAL = Path(os.environ.get("PERFLAB_REAL_TRACES", Path(__file__).resolve().parents[2] / "shared" / "real-traces"))
 PEER = Path(os.environ.get("PERFLAB_PEER_TRACES", Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "hta"))

@@ -58,7 +58,7 @@ def test_pageable_blocking_copies_are_named(tmp_path):
 
 
 def test_nccl_kernels_with_nothing_beside_them_are_exposed_communication(tmp_path, monkeypatch):
-    import perflab.trace.comm_args as comm_args
+    import perflab.trace.torch_profiler.comm_args as comm_args
 
     def no_json_reread(path):  # Kineto keeps collective args in its JSON; an export must not be read as one
         raise AssertionError(f"{path} re-read as a Kineto trace")
@@ -227,7 +227,7 @@ def test_stats_on_an_export_and_on_a_kineto_trace(tmp_path, capsys):
 
 def test_sql_reads_both_formats_through_the_same_views(tmp_path, capsys):
     pytest.importorskip("duckdb")
-    from perflab.analysis.sql_views import VIEWS, open_db
+    from perflab.analysis.reports.sql_views import VIEWS, open_db
 
     b = ExportBuilder()
     for _ in range(5):

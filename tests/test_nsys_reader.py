@@ -41,7 +41,7 @@ def test_every_schema_generation_reads_to_the_same_rows(tmp_path, era):
     assert api == {"cudaMemcpy", "cudaLaunchKernel", "cudaMemsetAsync", "cudaDeviceSynchronize"}  # no _v7000
     assert trace.meta["device_properties"][0]["numSms"] == 132
     # every GPU row is linked to the call that launched it
-    from perflab.analysis.links import launch_of
+    from perflab.analysis.multigpu.links import launch_of
 
     gpu = np.flatnonzero(np.isin(trace.kind, (KERNEL, MEMCPY, MEMSET)))
     assert (launch_of(trace)[gpu] >= 0).all()
@@ -109,7 +109,7 @@ def test_sync_records_take_the_name_of_the_call_that_waited(tmp_path):
     trace = nsys.load(b.write(tmp_path / "s.sqlite"))
     syncs = [trace.name_of(r) for r in np.flatnonzero(trace.kind == SYNC)]
     assert syncs == ["Context Sync", "Stream Sync"]
-    from perflab.analysis.syncs import sync_rows
+    from perflab.analysis.idle.syncs import sync_rows
 
     assert [trace.name_of(r) for r in sync_rows(trace)] == ["cudaThreadSynchronize", "cudaStreamSynchronize"]
 
@@ -161,7 +161,7 @@ def test_several_processes_become_ranks_with_their_own_correlation_ids(tmp_path)
     ranks = nsys.load_ranks(path)
     assert [t.meta["pid"] for t in ranks] == [200, 100]          # most GPU time first
     assert [t.meta["device_name"] for t in ranks] == ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]
-    from perflab.analysis.links import launch_of
+    from perflab.analysis.multigpu.links import launch_of
 
     for t, kernel in zip(ranks, ("rank1_kernel", "rank0_kernel")):
         k = np.flatnonzero(t.kind == KERNEL)
@@ -188,7 +188,7 @@ def test_reading_keeps_memory_near_the_model_it_builds(tmp_path):
 
 
 def test_parallel_reading_of_large_tables_gives_the_same_trace(tmp_path, monkeypatch):
-    from perflab.trace import nsys_db
+    from perflab.trace.nsight_systems import nsys_db
 
     b = ExportBuilder()
     for i in range(3000):

@@ -75,7 +75,7 @@ def test_expert_placement_balances_the_skewed_loads():
 
 
 def test_idle_share_and_least_overlapped_rank_on_fixture_traces(straggler_recording):
-    from perflab.analysis.collectives import multirank_summary
+    from perflab.analysis.multigpu.collectives import multirank_summary
 
     ev = straggler_recording
     rows = {r["rank"]: r for r in multirank_summary(ev.ranks("slow"))["per_rank"]}
@@ -100,7 +100,7 @@ def _sweep(rows):
 
 
 def test_interconnect_table_lines_up_the_settings():
-    from perflab.analysis import interconnect as IC
+    from perflab.analysis.multigpu import interconnect as IC
 
     doc = {"schema": IC.SCHEMA, "gpus": 2, "settings": {
         "default": {"env": {}, "sweep": _sweep([(4096, 10.0), (1 << 28, 900.0)])},
@@ -127,7 +127,7 @@ def test_interconnect_recorder_runs_one_setting_on_gloo(tmp_path):
     import subprocess
     import sys
 
-    from perflab.analysis import interconnect as IC
+    from perflab.analysis.multigpu import interconnect as IC
 
     out = tmp_path / "ic.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "record_interconnect_sweep.py"), "--out", str(out),

@@ -1,6 +1,6 @@
 """pipeline-bubble: P2P-bracketed compute on each stage, its idle share against (p-1)/(m+p-1).
 
-Synthetic GPipe jobs (trace/synthetic_pipeline.py) plant the bubble; recorded DDP, tensor-parallel and
+Synthetic GPipe jobs (trace/builders/synthetic_pipeline.py) plant the bubble; recorded DDP, tensor-parallel and
 expert/all-to-all traces have no send/recv between compute blocks and must stay silent.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.pipeline import gpipe_bubble_pct
+from perflab.analysis.multigpu.pipeline import gpipe_bubble_pct
 from perflab.doctor import diagnose
-from perflab.trace import synthetic, synthetic_pipeline
+from perflab.trace.builders import synthetic, synthetic_pipeline
 
 DATA = Path(__file__).parent / "data" / "multigpu" / "h200x2"
 CATALOG = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog"
@@ -83,8 +83,8 @@ H200_PP = Path(__file__).parent / "data" / "multigpu" / "h200x4-pipeline-bubble"
 def test_recorded_gpipe_per_step_figures_fit_in_the_step():
     """Five back-to-back ProfilerSteps merge into one window: per-step figures divide by the steps, so a stage
     idles less than its step and the slow recording (m = 2) shows 2 micro-batches, the fix (m = 8) 8."""
-    from perflab.analysis.pipeline import rank_pipeline
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.multigpu.pipeline import rank_pipeline
+    from perflab.analysis.steps.windows import analysis_windows
     from perflab.trace.kineto import load
 
     for variant, m in (("slow", 2), ("solution", 8)):

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import shipped_file
 
-from perflab.analysis.sampling import hot_functions
+from perflab.analysis.steps.sampling import hot_functions
 from perflab.errors import PerflabError, UnreadableInput
 from perflab.puzzles.engine import catalog, replay
 from perflab.puzzles import questions
@@ -336,7 +336,7 @@ def peak_snapshot():
 
 
 def test_live_at_peak_groups_by_the_allocating_function(tmp_path):
-    from perflab.analysis.memory_peak import function_of, live_at_peak
+    from perflab.analysis.gpu_memory.memory_peak import function_of, live_at_peak
     from perflab.trace.snapshot import Frame, from_raw
 
     peak = live_at_peak(from_raw(peak_snapshot()))

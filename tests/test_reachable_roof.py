@@ -8,7 +8,7 @@ import pytest
 from perflab.doctor import diagnose
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.roof import after_system_causes
-from perflab.trace import synthetic
+from perflab.trace.builders import synthetic
 
 MI300X = "AMD Instinct MI300X"
 BF16 = ["c10::BFloat16", "c10::BFloat16"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.summary import evidence_summary
+from perflab.analysis.reports.summary import evidence_summary
 from perflab.doctor import diagnose
 from perflab.trace.kineto import load_ranks
 

@@ -5,7 +5,7 @@ import pytest
 
 from test_ncu_fixtures import DATA, csv, fixtures, profile
 from perflab.__main__ import main
-from perflab.analysis import roofline as rl
+from perflab.analysis.work import roofline as rl
 from perflab.trace.ncu import NcuProfile
 
 

@@ -1,4 +1,4 @@
-"""The serving doctor (doctor/serving.py, analysis/serving_stalls.py, analysis/serving_files.py) outside the catalog.
+"""The serving doctor (doctor/serving.py, analysis/engines/serving_stalls.py, analysis/engines/serving_files.py) outside the catalog.
 
 Fixtures in tests/data, laid out as the benchmarks write them (tests/data/make_serving_fixtures.py, which made
 them from a simulated server, cites the fields): vLLM's `vllm bench serve --save-result --save-detailed`
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis import serving_stalls as st
+from perflab.analysis.engines import serving_stalls as st
 from perflab.doctor import diagnose
 from perflab.doctor.serving import report
 from perflab.errors import UnreadableInput
 from perflab.trace import sniff
-from perflab.analysis.serving_files import load_stream
+from perflab.analysis.engines.serving_files import load_stream
 
 DATA = Path(__file__).parent / "data"
 WHOLE, CHUNKED = DATA / "vllm_bench_serve_whole_prefill.json", DATA / "vllm_bench_serve_chunked_prefill.json"

@@ -1,5 +1,5 @@
 """continuous-batching (catalog 18) and what it stands on, on the CPU: llama.forward_slots, the slot engine
-(workloads/serving.py), the two schedules, the serving analyses (analysis/serving.py), the serving evidence
+(workloads/serving.py), the two schedules, the serving analyses (analysis/engines/serving.py), the serving evidence
 kind and its questions. The GPU recording (CUDA graphs, timings) is made on the device machine."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis import serving as sa
+from perflab.analysis.engines import serving as sa
 from perflab.errors import PerflabError
 
 torch = pytest.importorskip("torch")
@@ -134,7 +134,7 @@ def test_the_engines_forwards_read_nothing_back_to_the_host():
     assert engine.forwards == 2 and engine.generated[3] == 2
 
 
-# -- analysis/serving.py ------------------------------------------------------------------------------
+# -- analysis/engines/serving.py ------------------------------------------------------------------------------
 def hand_log():
     """2 slots: prefill r0 (ends 1 ms), prefill r1 (2), decode with both live (3), decode with r1 only (4)."""
     return {"slots": 2, "prompt_len": 4, "lengths": [2, 3],

@@ -1,4 +1,4 @@
-"""speed-of-light (catalog 64): GEMM FLOPs from recorded shapes (analysis/matmul_work.py), the
+"""speed-of-light (catalog 64): GEMM FLOPs from recorded shapes (analysis/work/matmul_work.py), the
 gemm_speed_of_light analysis against measured ceilings (puzzles/questions/speed.py) on a real H100 trace of
 busy bf16 GEMMs, the puzzle's contract, and its workloads on the CPU. The GPU recording is replayed by
 test_puzzle_catalog.py once it is shipped; the story it must tell is checked here (skipped until then).
@@ -44,7 +44,7 @@ def sol(ev, field: str, **args):
 # --- FLOPs from shapes --------------------------------------------------------------------------------
 
 def test_op_flops_from_input_dims():
-    from perflab.analysis.matmul_work import op_flops
+    from perflab.analysis.work.matmul_work import op_flops
 
     assert op_flops("aten::mm", [[64, 128], [128, 32]]) == 2 * 64 * 128 * 32
     assert op_flops("aten::addmm", [[32], [64, 128], [128, 32], [], []]) == 2 * 64 * 128 * 32
@@ -58,8 +58,8 @@ def test_op_flops_from_input_dims():
 
 
 def test_gemm_work_on_the_real_h100_trace():
-    from perflab.analysis.matmul_work import gemm_work
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.work.matmul_work import gemm_work
+    from perflab.analysis.steps.windows import analysis_windows
     from perflab.trace.kineto import load
 
     trace = load(HEALTHY)
@@ -155,7 +155,7 @@ def test_workloads_on_the_cpu_agree_and_the_solution_batches(tmp_path):
 
     def addmm_flops(module) -> list[float]:
         """FLOPs of each aten::addmm one step runs, from the shapes torch.profiler records."""
-        from perflab.analysis.matmul_work import op_flops
+        from perflab.analysis.work.matmul_work import op_flops
 
         state = module.setup("cpu", 7)
         path = tmp_path / f"{module.__name__}.json"

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.ceilings import device_ceilings, measured_beside
-from perflab.analysis.op_work import op_work
-from perflab.analysis.speed_of_light import OVER_ROOF, speed_of_light
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.work.ceilings import device_ceilings, measured_beside
+from perflab.analysis.work.op_work import op_work
+from perflab.analysis.work.speed_of_light import OVER_ROOF, speed_of_light
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.trace.kineto import load
 
 CATALOG = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.graph_capture import HOW_TO_RECORD
+from perflab.analysis.steps.graph_capture import HOW_TO_RECORD
 from perflab.doctor import diagnose
 
 STACKS = Path(__file__).parent / "data" / "stacks"

@@ -23,9 +23,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from perflab.analysis.concurrency import kernel_concurrency, levels, time_at_levels
-from perflab.analysis.ranges import stage_times
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.idle.concurrency import kernel_concurrency, levels, time_at_levels
+from perflab.analysis.steps.ranges import stage_times
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor import diagnose
 from perflab.errors import PerflabError
 from perflab.puzzles.engine import catalog, replay
@@ -33,7 +33,7 @@ from perflab.puzzles.evidence import energy as energy_evidence, timers as timers
 from perflab.puzzles import questions
 from perflab.puzzles.engine.spec import SpecError, parse
 from perflab.trace.kineto import load
-from perflab.trace.synthetic import TraceBuilder
+from perflab.trace.builders.synthetic import TraceBuilder
 
 CATALOG = Path(__file__).resolve().parent.parent / "src" / "perflab" / "catalog"
 PUZZLES = {

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from perflab.analysis.op_args import decode
-from perflab.analysis.op_work import work_of
+from perflab.analysis.work.op_args import decode
+from perflab.analysis.work.op_work import work_of
 
 BF16, F32, FP8 = "c10::BFloat16", "float", "c10::Float8_e4m3fn"
 

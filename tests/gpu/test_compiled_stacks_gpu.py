@@ -41,8 +41,8 @@ def perflab(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 def check_trace(trace: Path) -> dict:
-    from perflab.analysis.compile_work import compile_work
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.steps.compile_work import compile_work
+    from perflab.analysis.steps.windows import analysis_windows
     from perflab.doctor import diagnose
     from perflab.trace.kineto import load_ranks
     from perflab.trace.model import KERNEL

@@ -57,7 +57,7 @@ def walked(tmp_path_factory):
 def test_the_kernel_with_the_most_to_save_is_profiled_at_the_chosen_launch(walked):
     import numpy as np
 
-    from perflab.analysis.ncu_plan import function_rows
+    from perflab.analysis.ncu.ncu_plan import function_rows
     from perflab.trace.kineto import load
     from perflab.trace.model import KERNEL
 

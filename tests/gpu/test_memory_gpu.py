@@ -25,7 +25,7 @@ def _capture_graphs(n, pool=None):
 
 
 def test_real_snapshot_pools_and_json_roundtrip(tmp_path):
-    from perflab.analysis.memory import private_pools, totals
+    from perflab.analysis.gpu_memory.memory import private_pools, totals
     from perflab.doctor.memory import diagnose_memory
     from perflab.trace import sniff
     from perflab.trace.snapshot import convert, load

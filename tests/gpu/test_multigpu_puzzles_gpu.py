@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() 
 
 
 def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
-    from perflab.analysis.collectives import collectives
+    from perflab.analysis.multigpu.collectives import collectives
     from perflab.puzzles.engine import catalog, replay
 
     from perflab.puzzles.evidence import multirank as distributed

@@ -128,7 +128,7 @@ def _ncu_pair(before: str, after: str) -> bool:
 
 
 def _ncu_diff(before: str, after: str, kernel: str, json_out: bool) -> None:
-    from perflab.analysis.ncu_compare import compare_ncu
+    from perflab.analysis.ncu.ncu_compare import compare_ncu
     from perflab.doctor.sides import load_ncu_side
 
     pb, rb = load_ncu_side(before)

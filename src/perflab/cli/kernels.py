@@ -180,7 +180,7 @@ def roofline(
     """Place each kernel of a report on the roofline of the measured (or datasheet) ceilings."""
     from rich.table import Table
 
-    from perflab.analysis.roofline import roofline_for_reports
+    from perflab.analysis.work.roofline import roofline_for_reports
     from perflab.outputs import check_output
     from perflab.report.roofline_plot import check_roofline_path, save_roofline
 

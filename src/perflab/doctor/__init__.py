@@ -45,7 +45,7 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
         return _dispatch(kind, path)
     if kind in (sniff.NSYS, sniff.NSYS_REP):
         from perflab.doctor import nsys
-        from perflab.trace.nsys_rep import sqlite_for
+        from perflab.trace.nsight_systems.nsys_rep import sqlite_for
 
         traces = nsys.load(sqlite_for(path) if kind == sniff.NSYS_REP else path, nvtx_steps=nvtx_steps)
         return nsys.no_gpu_work(traces[0]) or diagnose_trace(traces, rank=rank, step=step)
@@ -87,8 +87,8 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                    context=None) -> Report:
     """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
     analyses are then computed once for the caller and the doctor)."""
-    from perflab.analysis.compile_work import compile_work
-    from perflab.analysis.links import gpu_rows
+    from perflab.analysis.steps.compile_work import compile_work
+    from perflab.analysis.multigpu.links import gpu_rows
     from perflab.doctor import steady_state
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules
@@ -113,7 +113,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
     multi = multirank(ctx)
     if multi:
-        from perflab.analysis.collectives import top_collectives
+        from perflab.analysis.multigpu.collectives import top_collectives
 
         analyses["multigpu"] = {**multi, "top_collectives": top_collectives(trace)}
     text = verdict(findings)
@@ -123,7 +123,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
 
 
 def critical_path_summary(ctx) -> dict:
-    """The step's critical path (analysis/critical_path.py) for the report: the chain that sets the step, its time
+    """The step's critical path (analysis/idle/critical_path.py) for the report: the chain that sets the step, its time
     per lane and per category; where several streams run at once, a sentence that names it."""
     cp = ctx.critical_path
     out = {**cp.to_dict(), "streams_overlap": bool(ctx.streams_overlap)}
@@ -147,8 +147,8 @@ def ranked_findings(ctx) -> list:
 
 def report_source(ctx, traces: list[Trace], work: dict | None = None) -> dict:
     """The report's `source` for the context's rank of `traces` (the notes of every rank; `work`: the window's
-    compile work, analysis.compile_work, computed here when not given)."""
-    from perflab.analysis.compile_work import compile_work
+    compile work, analysis.steps.compile_work, computed here when not given)."""
+    from perflab.analysis.steps.compile_work import compile_work
 
     trace = ctx.trace
     source = {"path": trace.meta.get("path", ""), "kind": trace.meta.get("source", "kineto"),
@@ -166,9 +166,9 @@ def report_source(ctx, traces: list[Trace], work: dict | None = None) -> dict:
 def rank_analyses(ctx, traces: list[Trace], filter_steps: bool | None = None) -> dict:
     """The numbers behind the context's rank's findings, all but the multi-GPU ones (HTA's breakdowns over
     `traces`; `filter_steps`: hta_breakdown.hta_view's)."""
-    from perflab.analysis.hta_breakdown import idle_time_breakdown, temporal_breakdown
-    from perflab.analysis.lanes import stream_lanes
-    from perflab.analysis.speed_of_light import summarized
+    from perflab.analysis.reports.hta_breakdown import idle_time_breakdown, temporal_breakdown
+    from perflab.analysis.idle.lanes import stream_lanes
+    from perflab.analysis.work.speed_of_light import summarized
 
     trace = ctx.trace
     return {
@@ -189,11 +189,11 @@ def rank_analyses(ctx, traces: list[Trace], filter_steps: bool | None = None) ->
 
 def _capture_facts(trace: Trace, source: dict) -> None:
     """Notes on the completeness of the records (every format), and an nsys export's capture facts."""
-    from perflab.analysis.records import trace_notes
+    from perflab.analysis.steps.records import trace_notes
 
     notes = trace_notes(trace)
     if trace.meta.get("source") == "nsys":
-        from perflab.trace.nsys_capture import capture_summary
+        from perflab.trace.nsight_systems.nsys_capture import capture_summary
 
         source["capture"] = capture_summary(trace)
     if notes:
@@ -214,7 +214,7 @@ def _cut_short(trace: Trace, windows) -> dict:
     long after the work, profiling stopped inside a step): the analysis covers only the recorded part."""
     import numpy as np
 
-    from perflab.analysis.windows import profiler_steps
+    from perflab.analysis.steps.windows import profiler_steps
 
     if windows.kind != "steps":
         return {}

@@ -1,11 +1,11 @@
-"""Findings from an autotuning log (analysis/autotune.py): `autotune-miss` when the configuration used for a
+"""Findings from an autotuning log (analysis/work/autotune.py): `autotune-miss` when the configuration used for a
 shape is measurably slower than the best one measured for that same shape, and `tile-quantization` when the
 used tile pads the shape heavily (its gain bounded by what the best configuration saves)."""
 from __future__ import annotations
 
 from typing import Any
 
-from perflab.analysis.autotune import rows
+from perflab.analysis.work.autotune import rows
 from perflab.doctor.finding import Finding, rank
 
 MISS_RATIO = 1.2        # used / best above this is a miss (timing noise stays well below)

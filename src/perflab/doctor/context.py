@@ -4,16 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from perflab.analysis.gaps import GapAnalysis, analyze_gaps
-from perflab.analysis.kernel_patterns import dequant_pairs, elementwise_chains
-from perflab.analysis.kernels import kernel_breakdown
-from perflab.analysis.launches import launch_stats
-from perflab.analysis.memcpy import copies
-from perflab.analysis.overlap import overlaps
-from perflab.analysis.summary import evidence_summary, step_time_us
-from perflab.analysis.syncs import sync_summary
-from perflab.analysis.timeline import busy_idle
-from perflab.analysis.windows import Windows, analysis_windows, trace_origin
+from perflab.analysis.idle.gaps import GapAnalysis, analyze_gaps
+from perflab.analysis.work.kernel_patterns import dequant_pairs, elementwise_chains
+from perflab.analysis.work.kernels import kernel_breakdown
+from perflab.analysis.idle.launches import launch_stats
+from perflab.analysis.idle.memcpy import copies
+from perflab.analysis.idle.overlap import overlaps
+from perflab.analysis.reports.summary import evidence_summary, step_time_us
+from perflab.analysis.idle.syncs import sync_summary
+from perflab.analysis.idle.timeline import busy_idle
+from perflab.analysis.steps.windows import Windows, analysis_windows, trace_origin
 from perflab.doctor.finding import EventRef
 from perflab.trace.model import Trace
 
@@ -48,8 +48,8 @@ class Context:
 
     @cached_property
     def compute_spans(self) -> tuple:
-        """(starts, ends) of the compute kernels in the windows (analysis.collectives.compute_spans)."""
-        from perflab.analysis.collectives import compute_spans
+        """(starts, ends) of the compute kernels in the windows (analysis.multigpu.collectives.compute_spans)."""
+        from perflab.analysis.multigpu.collectives import compute_spans
 
         return compute_spans(self.trace, self.windows)
 
@@ -99,7 +99,7 @@ class Context:
 
     @cached_property
     def window_gpu(self):
-        from perflab.analysis.kernels import window_gpu_rows
+        from perflab.analysis.work.kernels import window_gpu_rows
 
         return window_gpu_rows(self.trace, self.windows)
 
@@ -112,8 +112,8 @@ class Context:
 
     @cached_property
     def critical_path(self):
-        """The step's critical path (analysis/critical_path.py), summed over the windows."""
-        from perflab.analysis.critical_path import step_critical_path
+        """The step's critical path (analysis/idle/critical_path.py), summed over the windows."""
+        from perflab.analysis.idle.critical_path import step_critical_path
 
         return step_critical_path(self.trace, self.windows)
 
@@ -123,26 +123,26 @@ class Context:
 
     @cached_property
     def op_work(self):
-        from perflab.analysis.op_work import op_work
+        from perflab.analysis.work.op_work import op_work
 
         return op_work(self.trace, self.windows)
 
     @cached_property
     def ceilings(self):
-        from perflab.analysis.ceilings import device_ceilings, measured_beside
+        from perflab.analysis.work.ceilings import device_ceilings, measured_beside
 
         return device_ceilings(self.trace.meta.get("device_name"), measured_beside(self.trace.meta.get("path")))
 
     @cached_property
     def sol(self) -> dict:
-        """Speed of light per op, family and step (analysis/speed_of_light.py); times per step."""
-        from perflab.analysis.speed_of_light import speed_of_light
+        """Speed of light per op, family and step (analysis/work/speed_of_light.py); times per step."""
+        from perflab.analysis.work.speed_of_light import speed_of_light
 
         return speed_of_light(self.op_work, self.ceilings, steps=self.n_steps, step_us=self.step_ms * 1e3)
 
     @cached_property
     def fusable(self) -> list:
-        from perflab.analysis.op_chains import fusable_chains
+        from perflab.analysis.work.op_chains import fusable_chains
 
         return fusable_chains(self.trace, self.op_work)
 

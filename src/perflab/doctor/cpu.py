@@ -1,12 +1,12 @@
 """Host-side findings for a CPU-only trace (no GPU events): the CPU is the device.
 
-The GPU rules need a device timeline; a CPU-only profile has none. These rules read analysis.cpu_host instead and name the same taxonomy ids with the
+The GPU rules need a device timeline; a CPU-only profile has none. These rules read analysis.idle.cpu_host instead and name the same taxonomy ids with the
 same severity scale (share of step time a fix could give back; here the median step's share, so
 one step stretched by a busy machine does not decide):
 
 - input-pipeline: the step thread sits in DataLoader iteration;
 - host-compute: the step thread runs Python that is not tensor ops, in stretches long enough
-  (analysis.cpu_host.LONG_PYTHON_US) not to be the dispatch overhead between small ops;
+  (analysis.idle.cpu_host.LONG_PYTHON_US) not to be the dispatch overhead between small ops;
 - comm-not-overlapped: the step thread waits in collectives of a CPU process group (gloo), with
   nothing else to do meanwhile.
 
@@ -16,8 +16,8 @@ without a GPU.
 """
 from __future__ import annotations
 
-from perflab.analysis.cpu_host import cpu_time_split
-from perflab.analysis.windows import analysis_windows
+from perflab.analysis.idle.cpu_host import cpu_time_split
+from perflab.analysis.steps.windows import analysis_windows
 from perflab.doctor.finding import Finding, Report, rank
 from perflab.doctor.registry import significant
 from perflab.trace.model import Trace
@@ -66,8 +66,8 @@ WAITING_PCT = 75.0  # a process whose threads wait this share of their recorded 
 def cpu_report(trace: Trace, report: Report) -> Report:
     """The doctor's report of a trace without GPU activity: a recording that missed the GPU, a process that
     only waits (on requests, other processes, another thread), or a CPU workload and its CPU-side findings."""
-    from perflab.analysis.recording import unrecorded_gpu_work
-    from perflab.analysis.waits import thread_waits
+    from perflab.analysis.steps.recording import unrecorded_gpu_work
+    from perflab.analysis.idle.waits import thread_waits
 
     unrecorded = unrecorded_gpu_work(trace)
     if unrecorded:

@@ -1,5 +1,5 @@
 """What a finding's fix can give, where its gain alone cannot say it: the bounds on the step's speed-up that
-follow from the fix the finding recommends (evidence keys of perflab.analysis.estimate).
+follow from the fix the finding recommends (evidence keys of perflab.analysis.work.estimate).
 
 - A wait the fix removes (launch gaps, host compute between launches): the step cannot get shorter than the
   work that remains on the GPU, nor than the host's own launch calls (`speedup_at_most`); removing the wait
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.analysis.estimate import speedup_of_gain
+from perflab.analysis.work.estimate import speedup_of_gain
 
 
 def _r(x: float) -> float:

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.kernel_targets import KernelTarget
-from perflab.analysis.ncu_plan import LaunchPlan, function_name, template_key
+from perflab.analysis.work.kernel_targets import KernelTarget
+from perflab.analysis.ncu.ncu_plan import LaunchPlan, function_name, template_key
 from perflab.doctor.investigation_files import by_hand, number, text
 from perflab.doctor.investigation_system import Level1, finding_dict
 from perflab.errors import PerflabError

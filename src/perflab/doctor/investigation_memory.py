@@ -50,7 +50,7 @@ def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None, reasons: l
     """The memory doctor on the (first) snapshot, with the capacity the profiled process saw beside it and who
     held the memory at its peak. When the program is short of memory (`reasons`) and the doctor finds nothing
     wasted, the top line says who holds it: the program needs that much, or keeps it."""
-    from perflab.analysis.memory_peak import live_at_peak
+    from perflab.analysis.gpu_memory.memory_peak import live_at_peak
     from perflab.doctor.memory import diagnose_memory
     from perflab.trace.snapshot import load
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.kernel_targets import KernelTarget, choose, kernel_targets
-from perflab.analysis.ncu_plan import MAX_LAUNCHES, LaunchPlan, launch_plan
+from perflab.analysis.work.kernel_targets import KernelTarget, choose, kernel_targets
+from perflab.analysis.ncu.ncu_plan import MAX_LAUNCHES, LaunchPlan, launch_plan
 from perflab.doctor.finding import Report
 from perflab.errors import PerflabError
 

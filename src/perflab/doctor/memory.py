@@ -48,7 +48,7 @@ class MemoryContext:
 def diagnose_memory(path_or_snapshot: str | Path | Any) -> Report:
     import importlib
 
-    from perflab.analysis.memory_history import memory_summary
+    from perflab.analysis.gpu_memory.memory_history import memory_summary
     from perflab.doctor.registry import run_rules
     from perflab.trace.snapshot import Snapshot, load
 

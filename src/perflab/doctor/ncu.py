@@ -6,15 +6,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from perflab.analysis.ncu_sol import limits_summary
-from perflab.analysis.roofline import Ceilings, load_ceilings, roofline
+from perflab.analysis.ncu.ncu_sol import limits_summary
+from perflab.analysis.work.roofline import Ceilings, load_ceilings, roofline
 from perflab.doctor.finding import SEVERITY_ORDER, Report, rank
 from perflab.doctor.ncu_guided import compare
 from perflab.doctor.rules.ncu_context import KernelContext
 from perflab.doctor.rules.ncu_limits import diagnose_kernel
 from perflab.trace.ncu import NcuProfile, load
-from perflab.trace.ncu_coverage import has_speed_of_light
-from perflab.trace.ncu_coverage import notes as coverage_notes
+from perflab.trace.nsight_compute.ncu_coverage import has_speed_of_light
+from perflab.trace.nsight_compute.ncu_coverage import notes as coverage_notes
 
 
 def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> Report:

@@ -1,7 +1,7 @@
 """The doctor on an Nsight Systems export: the trace rules on its model, with what nsys said about the capture.
 
 A capture with no GPU rows gets no findings: its verdict says why there are none (tracing off, the
-capture cut short, records never flushed), from the export itself (trace/nsys_capture.py).
+capture cut short, records never flushed), from the export itself (trace/nsight_systems/nsys_capture.py).
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 
 from perflab.doctor.finding import Report
 from perflab.trace import nsys
-from perflab.trace.nsys_capture import capture_notes, capture_summary
+from perflab.trace.nsight_systems.nsys_capture import capture_notes, capture_summary
 from perflab.trace.model import GPU_WORK_KINDS, Trace
-from perflab.trace.nsys_names import AUTO
+from perflab.trace.nsight_systems.nsys_names import AUTO
 
 
 def load(path: str | Path, *, nvtx_steps: str | None = AUTO) -> list[Trace]:

@@ -1,5 +1,5 @@
 """A kernel-level gain on a trace where several streams run at once: what the fix saves on the step's critical
-path (analysis/critical_path.py), not the kernels' share of the step.
+path (analysis/idle/critical_path.py), not the kernels' share of the step.
 
 A kernel off the path is hidden behind the chain that sets the step: making it faster saves nothing. A kernel on
 the path saves at most the stretch the path spends in it, less the part of that stretch where another stream's
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.intervals import intersect, merge
+from perflab.analysis.idle.intervals import intersect, merge
 
 MIN_OVERLAP_SHARE = 0.01   # streams overlapping less than this share of the GPU's busy time run one after another
 

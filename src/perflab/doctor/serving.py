@@ -4,8 +4,8 @@ that decide them, and what the input cannot tell.
     from perflab.doctor.serving import diagnose_serving
     diagnose_serving("serving.json").to_dict()     # or vLLM's / SGLang's benchmark result file
 
-The stream comes from analysis/serving_files.py (the puzzles' engine log, vLLM's `vllm bench serve` result, SGLang's
-`bench_serving` JSONL); the numbers from analysis/serving_stalls.py.
+The stream comes from analysis/engines/serving_files.py (the puzzles' engine log, vLLM's `vllm bench serve` result, SGLang's
+`bench_serving` JSONL); the numbers from analysis/engines/serving_stalls.py.
 
 - prefill-stall: decode gaps (inter-token latencies) spike, ITL p99 >= STALL_RATIO x p50, the stalled gaps
   hold prefill work (most of them had a prefill end inside), and a step that prefills costs at least STALL_FACTOR
@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import serving_stalls as st
+from perflab.analysis.engines import serving_stalls as st
 from perflab.doctor.finding import Finding, Report
 from perflab.doctor.finding import rank as rank_findings
 
@@ -164,7 +164,7 @@ def _reported(s: dict[str, Any], reported: dict[str, Any]) -> str:
 
 
 def diagnose_serving(path: str | Path, variant: str | None = None) -> Report:
-    from perflab.analysis.serving_files import load_stream
+    from perflab.analysis.engines.serving_files import load_stream
 
     loaded = load_stream(Path(path), variant=variant)
     return report(loaded.stream, loaded.source, loaded.analytic)

@@ -1,11 +1,11 @@
-"""The two sides of `perflab diff`, each read and diagnosed: a trace (load_run, for analysis.compare) or an
-Nsight Compute report (load_ncu_side, for analysis.ncu_compare)."""
+"""The two sides of `perflab diff`, each read and diagnosed: a trace (load_run, for analysis.reports.compare) or an
+Nsight Compute report (load_ncu_side, for analysis.ncu.ncu_compare)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.compare import Run
+from perflab.analysis.reports.compare import Run
 from perflab.errors import PerflabError
 from perflab.history import resolve
 from perflab.trace.ncu import NcuProfile

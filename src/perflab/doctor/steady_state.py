@@ -2,8 +2,8 @@
 mostly compilation. The doctor says so and how to record a better trace, instead of reading them as host work."""
 from __future__ import annotations
 
-from perflab.analysis.compile_work import RECORD_AFTER_COMPILE
-from perflab.analysis.recording import unrecorded_kernels
+from perflab.analysis.steps.compile_work import RECORD_AFTER_COMPILE
+from perflab.analysis.steps.recording import unrecorded_kernels
 from perflab.doctor.finding import Report
 from perflab.trace.model import Trace
 

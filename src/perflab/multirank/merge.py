@@ -1,7 +1,7 @@
 """The merge: a job's doctor report from its ranks' summaries alone (no trace is read here).
 
 Which files are the job's ranks (kineto_folder.choose_job, on the summaries), the k-th collective of a process
-group inside a step matched across ranks (analysis/collectives.py: the last rank to arrive has the shortest
+group inside a step matched across ranks (analysis/multigpu/collectives.py: the last rank to arrive has the shortest
 kernel, that duration is the transfer, every other rank's extra time is waiting), each rank's waits and how
 much of them no compute hid (from the uncovered stretches of its collectives), the per-rank table, the
 straggler, then the job's rules (summary.JOB_RULE_MODULES) on the report's rank and its own findings (from its
@@ -17,14 +17,14 @@ from typing import Callable
 
 import numpy as np
 
-from perflab.analysis.collectives import _bandwidths, job_summary, p2p_waits, rank_row, top_collectives
-from perflab.analysis.intervals import length
+from perflab.analysis.multigpu.collectives import _bandwidths, job_summary, p2p_waits, rank_row, top_collectives
+from perflab.analysis.idle.intervals import length
 from perflab.doctor import _pick_rank, plain, verdict
 from perflab.doctor.finding import EventRef, Finding, Report
 from perflab.doctor.finding import rank as rank_findings
 from perflab.multirank.ranks import RankView, SummaryContext
 from perflab.multirank.summary import JOB_RULE_MODULES
-from perflab.trace.kineto_folder import FileEntry, choose_job
+from perflab.trace.torch_profiler.kineto_folder import FileEntry, choose_job
 
 
 def merge_job(folder: str, summaries: list[dict], report_of: Callable[[RankView], dict], *,
@@ -101,7 +101,7 @@ def _finding(d: dict) -> Finding:
 
 
 def multirank(ranks: list[RankView], chosen: RankView) -> dict:
-    """analysis.collectives.multirank_summary, from the summaries; sets the report rank's collectives (with
+    """analysis.multigpu.collectives.multirank_summary, from the summaries; sets the report rank's collectives (with
     their transfer and wait) for the job rules and top_collectives."""
     if not any(len(r) for r in ranks) and len(ranks) < 2:
         for r in ranks:  # the job rules still read the rank's (empty) collectives
@@ -150,7 +150,7 @@ def _match_ids(ranks: list[RankView]) -> list[np.ndarray]:
 
 
 def _rank_line(r: RankView, wait: np.ndarray, matched: np.ndarray) -> dict:
-    """analysis.collectives.rank_summary from the summary and the waits the match gave."""
+    """analysis.multigpu.collectives.rank_summary from the summary and the waits the match gave."""
     s, cols = r.summary, r.columns
     inside = np.asarray(cols["in_window"], dtype=bool)
     waits = wait[inside & matched].tolist()

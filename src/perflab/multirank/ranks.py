@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from perflab.analysis.windows import Windows
+from perflab.analysis.steps.windows import Windows
 from perflab.doctor.context import Context
 from perflab.doctor.finding import EventRef
 from perflab.errors import PerflabError
@@ -58,7 +58,7 @@ class RankView:
         return len(self.columns["ts"])
 
     def collective_dicts(self) -> list[dict]:
-        """analysis.collectives.collectives' dicts, from the columns."""
+        """analysis.multigpu.collectives.collectives' dicts, from the columns."""
         cols, strings = self.columns, self.columns["strings"]
         out = []
         for i in range(len(cols["ts"])):

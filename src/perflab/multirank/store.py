@@ -33,7 +33,7 @@ def is_url(path: str) -> bool:
 def list_folder(folder: str) -> list[str]:
     """The files of a folder (local path or URL), sorted, hidden ones left out."""
     if not is_url(folder):
-        from perflab.trace.kineto_folder import folder_files
+        from perflab.trace.torch_profiler.kineto_folder import folder_files
 
         path = Path(folder.removeprefix("file://"))
         if not path.is_dir():

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from perflab.analysis.intervals import merge as merge_intervals
-from perflab.trace.kineto_folder import FileEntry, read_rank_file
+from perflab.analysis.idle.intervals import merge as merge_intervals
+from perflab.trace.torch_profiler.kineto_folder import FileEntry, read_rank_file
 from perflab.trace.model import Trace
 
 SCHEMA = "perflab.rank-summary/3"
@@ -34,7 +34,7 @@ REPORT_SCHEMA = "perflab.rank-report/3"
 # rules that read every rank: run by the merge
 JOB_RULE_MODULES = frozenset({"perflab.doctor.rules.multigpu", "perflab.doctor.rules.interconnect",
                               "perflab.doctor.rules.pipeline"})
-# the fields of analysis.collectives.collectives kept per collective (strings go through a table)
+# the fields of analysis.multigpu.collectives.collectives kept per collective (strings go through a table)
 NUMBER_FIELDS = ("row", "stream", "ts", "dur_us", "group_size", "bytes", "step", "algbw_gbps", "busbw_gbps")
 TEXT_FIELDS = ("name", "kind", "pg", "dtype", "args_from")
 _META = ("rank", "world_size", "backend", "pg_count", "nccl_version", "base_time_ns", "device_name", "source")
@@ -56,11 +56,11 @@ def summarize_file(path: Path, *, step: int | None = None, name: str | None = No
 
 
 def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool = False) -> tuple[dict, dict | None]:
-    from perflab.analysis.compile_work import compile_work
-    from perflab.analysis.hta_breakdown import idle_time_breakdown, step_symbols, temporal_breakdown
-    from perflab.analysis.links import gpu_rows
-    from perflab.analysis.records import trace_notes
-    from perflab.analysis.windows import step_times, trace_origin
+    from perflab.analysis.steps.compile_work import compile_work
+    from perflab.analysis.reports.hta_breakdown import idle_time_breakdown, step_symbols, temporal_breakdown
+    from perflab.analysis.multigpu.links import gpu_rows
+    from perflab.analysis.steps.records import trace_notes
+    from perflab.analysis.steps.windows import step_times, trace_origin
     from perflab.doctor import plain, rank_analyses, report_source, steady_state
     from perflab.doctor.context import Context
     from perflab.doctor.rules.pipeline import stage_of
@@ -116,7 +116,7 @@ def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool 
 
 def _gpu_numbers(ctx) -> dict:
     """What the merge and the job's rules read of every rank with GPU work: busy/idle and the collectives."""
-    from perflab.analysis.collectives import collectives, compute_spans
+    from perflab.analysis.multigpu.collectives import collectives, compute_spans
 
     trace, windows = ctx.trace, ctx.windows
     colls = collectives(trace)
@@ -157,7 +157,7 @@ def _uncovered(lo: float, hi: float, comp: tuple[np.ndarray, np.ndarray]) -> lis
 
 def encode_collectives(colls: list[dict], inside: np.ndarray, gaps: list) -> dict:
     """Columns of the collectives (None: null), strings as indices into `strings`."""
-    from perflab.analysis.collectives import matched_by_order
+    from perflab.analysis.multigpu.collectives import matched_by_order
 
     strings: dict[str, int] = {}
     out: dict = {f: [c.get(f) for c in colls] for f in NUMBER_FIELDS}

@@ -7,7 +7,7 @@ import os
 from perflab.errors import UnreadableInput
 from perflab.multirank import store
 from perflab.multirank.summary import SCHEMA, summarize_file
-from perflab.trace.kineto_folder import FileEntry
+from perflab.trace.torch_profiler.kineto_folder import FileEntry
 
 
 def rank_summary(path: str, step: int | None = None, with_report: bool = False) -> dict:

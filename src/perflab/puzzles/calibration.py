@@ -5,7 +5,7 @@ A trace finding's gain is a share of the step: predicted = 1 / (1 - gain). A ker
 saves its gain on its kernel's time only: the step gain is the kernel's share of the step (from the slow
 trace) times the kernel's own gain. A memory finding's gain is a share of reserved memory, its fix's
 measurement a ratio of reserved memory. A finding may state a bound instead of a point (evidence
-`speedup_at_least`, `speedup_at_most`, see perflab.analysis.estimate): then the measured speed-up is
+`speedup_at_least`, `speedup_at_most`, see perflab.analysis.work.estimate): then the measured speed-up is
 judged against the bound. Nothing here imports torch.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analysis.estimate import speedup_bounds, speedup_of_gain
+from perflab.analysis.work.estimate import speedup_bounds, speedup_of_gain
 
 WITHIN = (1.25, 1.5)
 FAR = 3.0
@@ -154,7 +154,7 @@ def _fill(row: Row, finding: Any, share: float = 1.0) -> None:
 
 def kernel_share(report: Any, kernel: str) -> float:
     """A kernel's share of the step in a trace's doctor report: its total time over steps x step time."""
-    from perflab.analysis.ncu_plan import function_name
+    from perflab.analysis.ncu.ncu_plan import function_name
 
     s = report.analyses.get("summary") or {}
     step_us = 1e3 * float(s.get("step_time_ms") or 0) * int(s.get("steps") or 0)

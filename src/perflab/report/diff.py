@@ -1,4 +1,4 @@
-"""Rendering a before/after Diff (perflab.analysis.compare): a rich table, JSON (perflab.diff/1), a plot."""
+"""Rendering a before/after Diff (perflab.analysis.reports.compare): a rich table, JSON (perflab.diff/1), a plot."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perflab.analysis.compare import Delta, Diff
+from perflab.analysis.reports.compare import Delta, Diff
 from perflab.errors import PerflabError
 from perflab.report.console import safe_console
 from perflab.report.json import clean_json
@@ -173,7 +173,7 @@ def save_diff_plot(diff: Diff, out: str | Path, *, force: bool = False, inputs=(
     return save_figure(fig, out, force=force, inputs=inputs)
 
 
-# ---- kernel-level diff of two Nsight Compute reports (perflab.analysis.ncu_compare) -----------------
+# ---- kernel-level diff of two Nsight Compute reports (perflab.analysis.ncu.ncu_compare) -----------------
 
 def ncu_diff_json(diff, *, indent: bool = True) -> str:
     """One JSON object, schema perflab.ncu-diff/1; NaN/inf become null."""
@@ -181,7 +181,7 @@ def ncu_diff_json(diff, *, indent: bool = True) -> str:
 
 
 def ncu_pair_table(pair, limit: int = 16) -> Table:
-    from perflab.analysis.ncu_compare import LABELS, rel_change
+    from perflab.analysis.ncu.ncu_compare import LABELS, rel_change
 
     paired = "" if pair.paired_by == "name" else "  (paired by position)"
     t = Table(title=f"{pair.name}{paired}: metrics by how far they moved", title_justify="left", show_edge=False)

@@ -10,8 +10,8 @@ from perflab.errors import PerflabError
 
 def stats_document(path: str | Path, names: list[str] | None = None) -> tuple[dict[str, Any], Any, list]:
     """(the perflab.stats/1 document, the trace, the report tables) of a trace or Nsight Systems export."""
-    from perflab.analysis.records import trace_notes
-    from perflab.analysis.stats_reports import REPORTS, stats_tables
+    from perflab.analysis.steps.records import trace_notes
+    from perflab.analysis.reports.stats_reports import REPORTS, stats_tables
     from perflab.trace.loader import load_timeline
 
     names = list(names or REPORTS)
@@ -29,7 +29,7 @@ def stats_document(path: str | Path, names: list[str] | None = None) -> tuple[di
 def sql_document(path: str | Path, query: str | None, *, schema: bool = False, force: bool = False,
                  nvtx_steps: str = "auto") -> tuple[dict[str, Any], list[Path]]:
     """(the perflab.sql/1 document, the files a COPY/EXPORT wrote) of one query, or of --schema."""
-    from perflab.analysis.sql_views import VIEWS, open_db
+    from perflab.analysis.reports.sql_views import VIEWS, open_db
 
     if not schema and not query:
         raise PerflabError('give a query: perflab sql FILE "SELECT name, count(*) FROM kernels GROUP BY 1" '
@@ -50,8 +50,8 @@ def diff_result(before: str, after: str, *, rank: int | None = None, top: int = 
                 nvtx_steps: str = "auto", say=lambda _stage: None):
     """(the Diff of two traces, the two loaded runs); with gate_pct, its regression gate in Diff.gate (a
     PerflabError naming why when the two cannot be compared)."""
-    from perflab.analysis.compare import compare
-    from perflab.analysis.regression_gate import gate_runs
+    from perflab.analysis.reports.compare import compare
+    from perflab.analysis.reports.regression_gate import gate_runs
     from perflab.doctor.sides import load_run
 
     steps = None if nvtx_steps.lower() == "none" else nvtx_steps

@@ -127,7 +127,7 @@ def _ncu_section(report: Any) -> dict[str, Any] | None:
                                           "lines": [(rule_line(r), r.get("message", "")) for r in k["ncu_rules"].get("rules", [])]}
                                          for k in ordered if k.get("ncu_rules")]}
     try:
-        from perflab.analysis.roofline import roofline_for_report
+        from perflab.analysis.work.roofline import roofline_for_report
         from perflab.report.roofline_plot import roofline_png
 
         png = roofline_png(roofline_for_report(report.source["path"]))
@@ -256,7 +256,7 @@ def report_html(report: Any, *, title: str | None = None) -> str:
 # ---- before / after ------------------------------------------------------------------------------------
 
 def diff_html(diff: Any, before: Any = None, after: Any = None, *, title: str | None = None) -> str:
-    """A Diff (perflab.analysis.compare) as one page; with the two Reports, their timelines and findings too."""
+    """A Diff (perflab.analysis.reports.compare) as one page; with the two Reports, their timelines and findings too."""
     from perflab.report.diff import METRIC_LABELS
 
     def change(d: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import html
 import io
 from pathlib import Path
 
-from perflab.analysis.roofline import RooflineModel
+from perflab.analysis.work.roofline import RooflineModel
 from perflab.errors import PerflabError
 from perflab.outputs import write_output
 from perflab.report.console import clean

@@ -1,4 +1,4 @@
-"""Rendering evidence summaries (the dict of perflab.analysis.summary.evidence_summary) with rich."""
+"""Rendering evidence summaries (the dict of perflab.analysis.reports.summary.evidence_summary) with rich."""
 from __future__ import annotations
 
 from typing import Any

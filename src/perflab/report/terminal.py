@@ -111,7 +111,7 @@ def _ms(v) -> str:
 
 
 def _render_ranks(console: Console, multi: dict) -> None:
-    """Per-rank communication evidence of a multi-rank trace folder (analysis.collectives)."""
+    """Per-rank communication evidence of a multi-rank trace folder (analysis.multigpu.collectives)."""
     table = Table(show_header=True, header_style="bold", expand=False,
                   title=f"ranks (world size {multi.get('world_size')}; ms per step)")
     for col in ("rank", "step", "compute", "comm", "overlap %", "exposed comm", "waiting", "collectives"):

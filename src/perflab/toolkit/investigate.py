@@ -2,7 +2,7 @@
 
 1. the timeline: CMD under torch.profiler (steps found as `perflab profile` finds them, shapes recorded) and the
    doctor; the kernels that would save the most at their speed of light are chosen, with the ncu launch of each
-   (analysis/ncu_plan.py: the kernel-name filter and the launch skip computed from the trace);
+   (analysis/ncu/ncu_plan.py: the kernel-name filter and the launch skip computed from the trace);
 2. the kernels: CMD once per chosen kernel under Nsight Compute (`--clock-control none`, that one launch, the
    program stopped once it is profiled, a time limit), then the kernel doctor;
 3. memory, when level 1 says memory is the issue (out of memory, reserved memory near the device's, allocator

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.trace.ncu_tool import export_csv, find_ncu, last_line
+from perflab.trace.nsight_compute.ncu_tool import export_csv, find_ncu, last_line
 
 # Metrics beyond `--set full` that the rules and the roofline read (each rule says why it reads what).
 EXTRA_METRICS = (

@@ -12,7 +12,7 @@ A script calls `scaling.per_rank_batch(global_batch)` and `scaling.report_step_t
 both work unchanged outside `perflab scale`. Without a report, step times come from the per-rank
 traces. With profiling on (the default), each worker also writes a torch.profiler trace (perflab's
 profile bootstrap, one trace per rank), and the communication time is isolated from those traces
-(analysis.collectives: NCCL kernel time, the part compute does not hide, waiting for late ranks).
+(analysis.multigpu.collectives: NCCL kernel time, the part compute does not hide, waiting for late ranks).
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def run_point(cmd: Sequence[str], nproc: int, folder: Path, *, mode: str, torchr
 
 def communication(traces_dir: Path) -> dict[str, Any] | None:
     """Per rank, ms per step: NCCL kernel time, exposed part, wait for late ranks; and bus bandwidth."""
-    from perflab.analysis.collectives import multirank_summary
+    from perflab.analysis.multigpu.collectives import multirank_summary
     from perflab.trace.kineto import load_ranks
 
     try:

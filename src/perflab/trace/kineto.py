@@ -14,9 +14,9 @@ import numpy as np
 
 from perflab.errors import UnreadableInput
 from perflab.trace import plausible
-from perflab.trace.json_stream import EventStream, LayoutError, NotATrace
-from perflab.trace.kineto_events import ColumnBuilder
-from perflab.trace.kineto_parallel import BadCut, decode_parallel, worker_count
+from perflab.trace.torch_profiler.json_stream import EventStream, LayoutError, NotATrace
+from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
+from perflab.trace.torch_profiler.kineto_parallel import BadCut, decode_parallel, worker_count
 from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace, bounded_names
 from perflab.trace.sniff import open_binary
 
@@ -77,7 +77,7 @@ def _no_gc():
 
 def load_ranks(path: str | Path, *, block_size: int = BLOCK_SIZE) -> list[Trace]:
     """One trace per rank of one job (rank from distributedInfo.rank), sorted by rank; a folder holding the
-    traces of several jobs is refused with the list (trace/kineto_folder.py)."""
+    traces of several jobs is refused with the list (trace/torch_profiler/kineto_folder.py)."""
     path = Path(path)
     if not path.is_dir():
         return [load(path, block_size=block_size)]
@@ -86,7 +86,7 @@ def load_ranks(path: str | Path, *, block_size: int = BLOCK_SIZE) -> list[Trace]
 
 def load_folder(path: str | Path, *, block_size: int = BLOCK_SIZE):
     """The ranks of the job in a folder and what became of every file in it (kineto_folder.Folder)."""
-    from perflab.trace.kineto_folder import load_folder as read_folder
+    from perflab.trace.torch_profiler.kineto_folder import load_folder as read_folder
 
     return read_folder(path, lambda f: load(f, block_size=block_size))
 

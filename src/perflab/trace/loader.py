@@ -31,7 +31,7 @@ def timeline_kind(path: str | Path) -> str:
 
 def _nsys_path(path: Path, kind: str) -> Path:
     if kind == sniff.NSYS_REP:
-        from perflab.trace.nsys_rep import sqlite_for
+        from perflab.trace.nsight_systems.nsys_rep import sqlite_for
 
         return sqlite_for(path)
     return path

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import UnreadableInput
-from perflab.trace.ncu_coverage import is_missing, plausible
-from perflab.trace.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
-from perflab.trace.ncu_rules import rule_results
+from perflab.trace.nsight_compute.ncu_coverage import is_missing, plausible
+from perflab.trace.nsight_compute.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
+from perflab.trace.nsight_compute.ncu_rules import rule_results
 
 __all__ = ["KernelProfile", "NcuProfile", "load", "load_ncu_report_module", "normalize_unit", "parse_number",
            "short_name", "sniff"]
@@ -73,7 +73,7 @@ def _ncu_python_dirs() -> list[str]:
         if os.environ.get(env):
             dirs += [os.environ[env], os.path.join(os.environ[env], "extras", "python")]
     try:
-        from perflab.trace.ncu_tool import find_ncu
+        from perflab.trace.nsight_compute.ncu_tool import find_ncu
 
         dirs.append(str(find_ncu().resolve().parent / "extras" / "python"))
     except Exception:
@@ -170,7 +170,7 @@ def _installed_module_works(mod, report: Path) -> bool:
 def _export_with_ncu(report: Path) -> Path | None:
     """The raw page through `ncu --import` when Nsight Compute is installed; None otherwise."""
     try:
-        from perflab.trace.ncu_tool import export_csv, find_ncu
+        from perflab.trace.nsight_compute.ncu_tool import export_csv, find_ncu
 
         fd, name = tempfile.mkstemp(suffix=".csv")
         os.close(fd)

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from perflab.errors import UnreadableInput
-from perflab.trace import nsys_capture as cap
-from perflab.trace import nsys_checks as checks
-from perflab.trace import nsys_tables as tables
+from perflab.trace.nsight_systems import nsys_capture as cap
+from perflab.trace.nsight_systems import nsys_checks as checks
+from perflab.trace.nsight_systems import nsys_tables as tables
 from perflab.trace.model import CPU_OP, GPU_WORK_KINDS, OTHER, RUNTIME, Trace
-from perflab.trace.nsys_db import CHUNK_ROWS, Schema, connect
-from perflab.trace.nsys_names import AUTO, NameTable, mark_steps, resolve
+from perflab.trace.nsight_systems.nsys_db import CHUNK_ROWS, Schema, connect
+from perflab.trace.nsight_systems.nsys_names import AUTO, NameTable, mark_steps, resolve
 
 # the model's columns: dtype and the value of a row that has none. tid, stream and device are int32 here (OS
 # thread ids and CUDA stream/device ids fit), which the analyses read like Kineto's int64
@@ -40,7 +40,7 @@ _LAUNCH = ("Launch", "Memcpy", "Memset", "GraphLaunch")
 
 def is_export(path: str | Path) -> bool:
     """True for an SQLite file with Nsight Systems' tables."""
-    from perflab.trace.nsys_db import is_sqlite
+    from perflab.trace.nsight_systems.nsys_db import is_sqlite
 
     path = Path(path)
     if not path.is_file() or not is_sqlite(path):

@@ -1,13 +1,13 @@
 """`allocator-churn`: device memory allocated and freed inside the steps, stalling the host or the device.
 
-The evidence is the allocator calls themselves (analysis.allocator: cudaMalloc, cudaFree, their async,
+The evidence is the allocator calls themselves (analysis.gpu_memory.allocator: cudaMalloc, cudaFree, their async,
 driver, ROCm and virtual-memory kin, by name, so Nsight Systems data reads the same) and the GPU idle
-time spent while the launching thread was inside them (analysis.gaps cause `alloc`): that idle time is
+time spent while the launching thread was inside them (analysis.idle.gaps cause `alloc`): that idle time is
 the gain. Calls that the GPU never waits for (the host far ahead) cost nothing and give no finding.
 """
 from __future__ import annotations
 
-from perflab.analysis.allocator import allocator_calls
+from perflab.analysis.gpu_memory.allocator import allocator_calls
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.registry import rule
@@ -19,7 +19,7 @@ def allocator_churn(ctx: Context) -> list[Finding]:
     calls = allocator_calls(ctx.trace, ctx.windows)
     if not calls["count"]:
         return []
-    from perflab.analysis.host import first_call_outlier
+    from perflab.analysis.idle.host import first_call_outlier
 
     from perflab.doctor.rules.cuda_fixes import fix as in_terms
     from perflab.doctor.rules.system import _rate

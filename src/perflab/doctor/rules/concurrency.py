@@ -1,13 +1,13 @@
 """serialized-kernels: independent kernels that each fill a fraction of the GPU run one after another.
 
-The gain is the SM-time the under-filled kernels leave idle while they run alone (analysis.concurrency):
+The gain is the SM-time the under-filled kernels leave idle while they run alone (analysis.idle.concurrency):
 if they shared the GPU (streams) or were one launch (batching), that time could shrink towards the
 work their blocks really do. Only kernels of at least MIN_KERNEL_US count: many tiny kernels are a
 launch-overhead problem, which side streams do not solve.
 """
 from __future__ import annotations
 
-from perflab.analysis.concurrency import UNDERFILL, kernel_concurrency
+from perflab.analysis.idle.concurrency import UNDERFILL, kernel_concurrency
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.fix_bounds import packing_at_most

@@ -1,7 +1,7 @@
 """Copy rules: host<->device copies that cost the step (pageable-memcpy, no-overlap, h2d-copy, d2h-copy, memcpy).
 
 Copy time that overlapping could hide belongs to no-overlap (only copies with no data dependency on the
-compute beside them: analysis/copy_deps.py); h2d-copy / d2h-copy keep what would remain. pageable-memcpy comes
+compute beside them: analysis/idle/copy_deps.py); h2d-copy / d2h-copy keep what would remain. pageable-memcpy comes
 before no-overlap and h2d-copy before memcpy, so equal gains keep that order (rank is a stable sort).
 Registered from rules/system.py, between the host rules and gpu-idle.
 """
@@ -19,7 +19,7 @@ _OVERLAP_POOR_PCT = 20.0
 
 def _hideable_copy_us(ctx: Context, key: str = "independent_us") -> float:
     """Copy time that overlapping with compute could hide: copies run serialized, and compute with no data
-    dependency on them exists beside them (analysis.copy_deps)."""
+    dependency on them exists beside them (analysis.idle.copy_deps)."""
     hideable = sum(ctx.copies[d][key] for d in ("h2d", "d2h"))
     if hideable <= 0 or ctx.overlap["copy"]["overlap_pct"] >= _OVERLAP_POOR_PCT:
         return 0.0
@@ -43,7 +43,7 @@ def _copy_evidence(ctx: Context, direction: str) -> dict:
 
 
 def _copy_events(ctx: Context, directions: tuple[str, ...], pageable_only: bool = False) -> list[EventRef]:
-    from perflab.analysis.memcpy import copy_rows, direction, is_pageable
+    from perflab.analysis.idle.memcpy import copy_rows, direction, is_pageable
 
     rows = copy_rows(ctx.trace, ctx.windows)
     picked = [r for r in rows.tolist() if direction(ctx.trace.name_of(r)) in directions

@@ -1,5 +1,5 @@
 """comm-below-roof: collectives and P2P transfers that move their bytes far below the interconnect's bus
-bandwidth for their kind and size (analysis/comm_roof.py).
+bandwidth for their kind and size (analysis/multigpu/comm_roof.py).
 
 Separate from the other multi-GPU costs: the time judged is the transfer (the last-arriving rank's
 kernel), so waiting for a late rank stays load-imbalance; and the gain counts only the part of the gap
@@ -16,11 +16,11 @@ from perflab.doctor.rules.multigpu import multirank
 
 
 def comm_judgement(ctx: Context) -> dict:
-    """analysis.comm_roof.judge over this rank's collectives in the analysed windows (once per context)."""
-    from perflab.analysis import comm_roof as R
-    from perflab.analysis.ceilings import datasheet
-    from perflab.analysis.collectives import collectives, in_windows
-    from perflab.analysis.saved_ceilings import saved_sweeps
+    """analysis.multigpu.comm_roof.judge over this rank's collectives in the analysed windows (once per context)."""
+    from perflab.analysis.multigpu import comm_roof as R
+    from perflab.analysis.work.ceilings import datasheet
+    from perflab.analysis.multigpu.collectives import collectives, in_windows
+    from perflab.analysis.work.saved_ceilings import saved_sweeps
 
     def compute() -> dict:
         multirank(ctx)  # matches the collectives across ranks: their transfer times
@@ -95,7 +95,7 @@ def _row(g: dict, per: float) -> dict:
 
 
 def _events(ctx: Context, below: list[dict]) -> list:
-    from perflab.analysis.collectives import collectives, in_windows
+    from perflab.analysis.multigpu.collectives import collectives, in_windows
 
     kinds = {(g["kind"], g["bytes"]) for g in below[:3]}
     colls = [c for c in collectives(ctx.trace) if (c["kind"], c["bytes"]) in kinds and ctx.windows.contains(c["ts"])]

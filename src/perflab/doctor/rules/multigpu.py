@@ -1,6 +1,6 @@
 """Multi-GPU rules: communication that compute does not hide, and ranks that wait for a slow rank.
 
-Both read analysis.collectives over every rank the doctor loaded. A fast rank's NCCL kernel starts
+Both read analysis.multigpu.collectives over every rank the doctor loaded. A fast rank's NCCL kernel starts
 when that rank arrives and runs until the slowest rank has arrived too, so its exposed communication
 holds two different costs: the transfer (comm-not-overlapped: hide it behind compute) and the wait
 for the late rank (load-imbalance: give the late rank less work, or remove its stall). The wait is
@@ -17,8 +17,8 @@ _IMBALANCE_SPREAD_PCT = 5.0
 
 
 def multirank(ctx: Context) -> dict:
-    """analysis.collectives.multirank_summary over the context's ranks (computed once per context)."""
-    from perflab.analysis.collectives import comm_rows, multirank_summary
+    """analysis.multigpu.collectives.multirank_summary over the context's ranks (computed once per context)."""
+    from perflab.analysis.multigpu.collectives import comm_rows, multirank_summary
 
     key = "multirank:" + ",".join(str(id(t)) for t in ctx.ranks) + f":{ctx.windows.key}"
 
@@ -35,7 +35,7 @@ def _mine(summary: dict, rank: int) -> dict:
 
 
 def _comm_events(ctx: Context, by: str = "dur_us") -> list[EventRef]:
-    from perflab.analysis.collectives import collectives, in_windows
+    from perflab.analysis.multigpu.collectives import collectives, in_windows
 
     colls = in_windows(collectives(ctx.trace), ctx.windows)
     colls.sort(key=lambda c: -(c.get(by) or 0.0))

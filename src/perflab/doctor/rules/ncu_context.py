@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
-from perflab.analysis import ncu_sol, ncu_traffic
-from perflab.analysis.roofline import RooflinePoint
+from perflab.analysis.ncu import ncu_sol, ncu_traffic
+from perflab.analysis.work.roofline import RooflinePoint
 from perflab.doctor.finding import Finding
 from perflab.trace.ncu import KernelProfile
 

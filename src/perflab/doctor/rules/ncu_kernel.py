@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from perflab.analysis.gemm_shapes import gemm_dims, gemm_tile
+from perflab.analysis.work.gemm_shapes import gemm_dims, gemm_tile
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, GEMM_NAME, KernelContext, kernel_rule, make,
                                               next_busiest, ratio)
@@ -243,7 +243,7 @@ def no_tensor_cores(ctx: KernelContext) -> Finding | None:
 
 
 def kernel_work_flops(ctx: KernelContext) -> dict[str, float]:
-    from perflab.analysis.roofline import kernel_work
+    from perflab.analysis.work.roofline import kernel_work
 
     return kernel_work(ctx.k).flops
 

@@ -1,11 +1,11 @@
-"""Kernel rules on the launch (analysis/ncu_sol.py): a grid too small to fill the GPU (small-grid), a
+"""Kernel rules on the launch (analysis/ncu/ncu_sol.py): a grid too small to fill the GPU (small-grid), a
 last wave that leaves SMs idle (tail-effect), too few warps resident and what limits them (low-occupancy).
 They speak only when no unit is busy: a kernel at a roof lost little to its launch."""
 from __future__ import annotations
 
 import math
 
-from perflab.analysis.ncu_sol import MEMORY_WAITS
+from perflab.analysis.ncu.ncu_sol import MEMORY_WAITS
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, BUSY_PCT, KernelContext, kernel_rule, make, sol_gap_pct
 from perflab.doctor.rules.ncu_kernel import is_matmul

@@ -15,7 +15,7 @@ A unit's percentage is always the one the finding names: no verdict calls an idl
 """
 from __future__ import annotations
 
-from perflab.analysis.ncu_sol import MEMORY_WAITS
+from perflab.analysis.ncu.ncu_sol import MEMORY_WAITS
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules import ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
 from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, BUSY_PCT, PRACTICAL_PCT, RECORD_FULL, RULES,

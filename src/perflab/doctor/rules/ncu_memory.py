@@ -1,9 +1,9 @@
-"""Kernel rules on where the bytes go (analysis/ncu_traffic.py): local memory (register-spill),
+"""Kernel rules on where the bytes go (analysis/ncu/ncu_traffic.py): local memory (register-spill),
 atomics piling onto few addresses (atomic-contention), data re-read from DRAM (l2-miss), reads from host
 memory over PCIe (memory-bound on the link)."""
 from __future__ import annotations
 
-from perflab.analysis import ncu_traffic
+from perflab.analysis.ncu import ncu_traffic
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, KernelContext, kernel_rule, make, mb, sol_gap_pct
 from perflab.doctor.rules.ncu_kernel import global_excess, is_matmul
@@ -73,7 +73,7 @@ def atomic_contention(ctx: KernelContext) -> Finding | None:
 
 @kernel_rule
 def l2_miss(ctx: KernelContext) -> Finding | None:
-    """Data re-read from DRAM: DRAM bytes clearly above the compulsory bytes (analysis/ncu_traffic.py: the
+    """Data re-read from DRAM: DRAM bytes clearly above the compulsory bytes (analysis/ncu/ncu_traffic.py: the
     bytes written plus as many read, the report counting no distinct addresses), L2 hits proving that the
     kernel does re-read data, and more DRAM reads than L2 holds. A hit rate alone cannot tell re-reads
     that miss from a stream read once next to a small operand re-read from L2."""

@@ -1,6 +1,6 @@
 """pipeline-bubble: pipeline-parallel stages idle waiting for the previous (or next) stage.
 
-Read from P2P-bracketed compute (analysis/pipeline.py) on every loaded rank: each stage's idle share of
+Read from P2P-bracketed compute (analysis/multigpu/pipeline.py) on every loaded rank: each stage's idle share of
 its step, where it sits, and the micro-batches seen per step, against the GPipe/1F1B bubble
 (p-1)/(m+p-1) for the stages and micro-batches. DDP and tensor-parallel jobs have no send/recv between
 compute blocks, so the rule stays silent on them.
@@ -14,9 +14,9 @@ from perflab.doctor.registry import significant as _finding
 
 
 def stage_of(trace, windows) -> dict | None:
-    """analysis.pipeline.rank_pipeline of `trace` in `windows` (its analysis windows), kept with the trace: a
+    """analysis.multigpu.pipeline.rank_pipeline of `trace` in `windows` (its analysis windows), kept with the trace: a
     rank summary (multirank/summary.py) carries it, as the merge runs this rule over every rank."""
-    from perflab.analysis.pipeline import rank_pipeline
+    from perflab.analysis.multigpu.pipeline import rank_pipeline
 
     return trace.cached(f"pipeline_stage:{windows.key}", lambda: rank_pipeline(trace, windows))
 
@@ -28,7 +28,7 @@ def _stages(ctx: Context) -> list[dict]:
 
 @rule
 def pipeline_bubble(ctx: Context) -> list[Finding]:
-    from perflab.analysis.pipeline import gpipe_bubble_pct
+    from perflab.analysis.multigpu.pipeline import gpipe_bubble_pct
 
     stages = _stages(ctx)
     mine = next((s for s in stages if s["rank"] == ctx.trace.rank), None)

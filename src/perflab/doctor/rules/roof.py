@@ -1,4 +1,4 @@
-"""Is the busy time well spent? Findings from the speed of light of the trace's ops (analysis/speed_of_light.py).
+"""Is the busy time well spent? Findings from the speed of light of the trace's ops (analysis/work/speed_of_light.py).
 
 Each op's work (FLOPs, bytes, from its recorded shapes) against the GPU's ceilings gives the time it would take
 at the roof. Where the GPU's time is far above that, the ops that lose the most are named with the id that
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.doctor.context import Context
-from perflab.analysis.estimate import speedup_of_gain
+from perflab.analysis.work.estimate import speedup_of_gain
 from perflab.doctor.finding import Finding
 from perflab.doctor.fix_bounds import fused_one_pass
 from perflab.doctor.on_path import critical_saving
@@ -52,7 +52,7 @@ def unjudged_why(ctx: Context) -> str:
 def replay_why(ctx: Context, of_us: float) -> str | None:
     """`replayed from CUDA graphs, unpriced: why, and how to record a trace that prices them` when unpriced replayed
     kernels hold at least half of `of_us`; None otherwise."""
-    from perflab.analysis.graph_capture import replay_note
+    from perflab.analysis.steps.graph_capture import replay_note
 
     work = ctx.op_work
     replayed = work.unmodelled.get("graph_replay", {}).get("us", 0.0)
@@ -235,9 +235,9 @@ def ncu_command(ctx: Context, g) -> str | None:
 
 def kernel_ncu_command(ctx: Context, rows: np.ndarray) -> str:
     """The `perflab ncu` call that profiles one of these launches (one kernel's) in a steady step
-    (analysis/ncu_plan.py: ncu's filter on the function name, the launches before it counted from the program's
+    (analysis/ncu/ncu_plan.py: ncu's filter on the function name, the launches before it counted from the program's
     start)."""
-    from perflab.analysis.ncu_plan import launch_plan, steady_launch
+    from perflab.analysis.ncu.ncu_plan import launch_plan, steady_launch
 
     return launch_plan(ctx.trace, steady_launch(ctx.trace, rows)).perflab_command(ctx.trace.meta.get("program"))
 

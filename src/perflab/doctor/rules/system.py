@@ -1,7 +1,7 @@
 """System-level rules: is the GPU kept busy, and if not, what holds it back.
 
 Every gain is the share of the analysed step time the fix could give back, estimated from the
-evidence: idle time attributed to the cause (analysis.gaps), or copy/communication time that
+evidence: idle time attributed to the cause (analysis.idle.gaps), or copy/communication time that
 compute does not hide. Copy time that overlapping could hide belongs to no-overlap; h2d-copy /
 d2h-copy keep what would remain. Rules that name a specific cause come before the generic ones they
 refine (pageable-memcpy before no-overlap and h2d-copy before memcpy), so equal gains keep that
@@ -84,8 +84,8 @@ def launch_overhead(ctx: Context) -> list[Finding]:
 
 @rule
 def host_compute(ctx: Context) -> list[Finding]:
-    from perflab.analysis.host import first_call_outlier, stray_call_outlier
-    from perflab.analysis.shape_warmup import new_shape_costs, words
+    from perflab.analysis.idle.host import first_call_outlier, stray_call_outlier
+    from perflab.analysis.steps.shape_warmup import new_shape_costs, words
 
     gain = ctx.gaps.pct("host")
     ops = ctx.gaps.examples.get("host_ops", [])
@@ -192,7 +192,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         evidence.update({"queued_ahead_idle_pct": round(ctx.share(behind["us"]), 2),
                          "queued_ahead_lead_ms": round(behind["lead_ms"], 2)})
     if wait > other:  # the host thread sat in a wait (a queue, a poll for requests): no host cause to fix here
-        from perflab.analysis.waits import thread_waits
+        from perflab.analysis.idle.waits import thread_waits
 
         names = [w["name"] for w in thread_waits(ctx.trace, ctx.windows)["top_waits"][:2]]
         evidence["host_waits"] = names
@@ -281,7 +281,7 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
 
 
 def _sol_words(ctx: Context) -> str:
-    from perflab.analysis.speed_of_light import step_sentence
+    from perflab.analysis.work.speed_of_light import step_sentence
 
     return step_sentence(ctx.sol)
 
@@ -289,7 +289,7 @@ def _sol_words(ctx: Context) -> str:
 def _gemm_roof(ctx: Context) -> dict | None:
     """GEMM TFLOP/s against the ceilings saved beside the trace (a recording's folder, such as a puzzle's
     artifacts/ceilings.json), else the ones `perflab bench` saved on this machine."""
-    from perflab.analysis.gemm_roof import gemm_vs_ceiling
-    from perflab.analysis.saved_ceilings import measured_beside
+    from perflab.analysis.work.gemm_roof import gemm_vs_ceiling
+    from perflab.analysis.work.saved_ceilings import measured_beside
 
     return gemm_vs_ceiling(ctx.trace, ctx.windows, measured_beside(ctx.trace.meta.get("path")))

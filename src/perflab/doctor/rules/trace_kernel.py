@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.kernels import is_simt_gemm, window_gpu_rows
+from perflab.analysis.work.kernels import is_simt_gemm, window_gpu_rows
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.on_path import critical_saving

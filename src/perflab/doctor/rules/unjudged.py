@@ -20,7 +20,7 @@ TOP_KERNELS = 5
 
 def unpriced_kernels(ctx: Context) -> list[dict]:
     """Kernels in the windows that the work model left unpriced, by GPU time (largest first), with the rows."""
-    from perflab.analysis.kernels import window_gpu_rows
+    from perflab.analysis.work.kernels import window_gpu_rows
 
     trace = ctx.trace
     rows = window_gpu_rows(trace, ctx.windows)

@@ -34,8 +34,8 @@ def content_key(*paths: Path) -> str:
 
 def machine_files(paths: list[Path]) -> list[Path]:
     """The measured ceilings and collective sweeps a diagnosis also reads: beside a recording (its folder and the
-    folder above) and in the user data dir (analysis/saved_ceilings.py). Measuring new ones changes the key."""
-    from perflab.analysis.saved_ceilings import CEILINGS_FILE, SWEEP_FILES
+    folder above) and in the user data dir (analysis/work/saved_ceilings.py). Measuring new ones changes the key."""
+    from perflab.analysis.work.saved_ceilings import CEILINGS_FILE, SWEEP_FILES
     from perflab.paths import user_data_dir
 
     folders: list[Path] = []

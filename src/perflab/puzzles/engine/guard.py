@@ -178,7 +178,7 @@ def device_ceilings_for(device: str) -> Any:
         return None
     import torch
 
-    from perflab.analysis.ceilings import device_ceilings
+    from perflab.analysis.work.ceilings import device_ceilings
 
     return device_ceilings(torch.cuda.get_device_name(torch.device(device)))
 

@@ -46,14 +46,14 @@ def load_trace(path: Path) -> Any:
 
 
 def summarize(trace: Any) -> dict[str, Any]:
-    from perflab.analysis.summary import evidence_summary
+    from perflab.analysis.reports.summary import evidence_summary
 
     return evidence_summary(trace)
 
 
 def cpu_only(trace: Any) -> bool:
     """A trace with no GPU activity (a profile of device "cpu")."""
-    from perflab.analysis.links import gpu_rows
+    from perflab.analysis.multigpu.links import gpu_rows
 
     return gpu_rows(trace).size == 0
 

@@ -5,7 +5,7 @@ A variant file of a puzzle with `tools = ["autotune"]` defines
     tuned_calls(state)         [(name, shape, run, launch_with)]: `run()` calls the kernel through the
                                autotuner on that shape (it tunes, or reuses a cached choice), and
                                `launch_with(meta)` runs the raw kernel with a config's meta-parameters.
-`record_variant` writes `<variant>.autotune.json` (analysis/autotune.py reads it): the config the
+`record_variant` writes `<variant>.autotune.json` (analysis/work/autotune.py reads it): the config the
 autotuner used for each call and the median time of every config on that call's shape.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ KIND: none | cprofile | yappi | sampler | pyinstrument.
 
 py-spy, Scalene and the in-process profilers see the whole process: imports, setup, warm-up. The
 steps worth looking at all run inside `sampled_steps` (a frame the readers select on:
-analysis.sampling keeps only the samples under it). `--inproc` starts an in-process profiler
+analysis.steps.sampling keeps only the samples under it). `--inproc` starts an in-process profiler
 around the loop only; `--result` writes the loop's own timing (per-step ms, perf_counter, the device
 drained after each step) so that an external profiler's cost is measured without its start-up.
 With several kinds and rounds, the kinds take turns round after round (interleaved, so drift hits

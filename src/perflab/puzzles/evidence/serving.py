@@ -6,8 +6,8 @@ perflab/workloads/serving.py). Recording serves the stream once more per variant
 
 - `serving.json` (schema perflab.serving/1): per variant the engine's log (each forward's kind, live rows,
   prefill tokens, waiting requests, end time; each request's arrival and token forwards) and its summary
-  (analysis/serving.py: throughput, TTFT / TPOT / latency percentiles, padded decode rows; with
-  analysis/serving_stalls.py: ITL percentiles, stalls and the prefill tokens in them, step time against prefill
+  (analysis/engines/serving.py: throughput, TTFT / TPOT / latency percentiles, padded decode rows; with
+  analysis/engines/serving_stalls.py: ITL percentiles, stalls and the prefill tokens in them, step time against prefill
   tokens); `analytic` (a burst with whole prefills): the static and continuous schedules' cost in forward
   passes from the output lengths alone;
 - `serving.png`: batch occupancy over time, the TTFT, per-token latency and decode-gap distributions, latency
@@ -57,7 +57,7 @@ def serve_timed(module: Any, state: Any, source: Path, warmup: bool = True) -> d
 
 def record_serving(puzzle: Puzzle, device: str, out_dir: Path, seed: int = 0) -> dict[str, Any]:
     """serving.json's content: both variants served and timed on `device`."""
-    from perflab.analysis import serving
+    from perflab.analysis.engines import serving
 
     variants: dict[str, Any] = {}
     for variant in ("slow", "solution"):
@@ -80,8 +80,8 @@ def record_serving(puzzle: Puzzle, device: str, out_dir: Path, seed: int = 0) ->
 
 
 def summary(log: dict[str, Any]) -> dict[str, Any]:
-    """analysis/serving.py's summary and the decode stalls' numbers (analysis/serving_stalls.py), flat."""
-    from perflab.analysis import serving, serving_stalls
+    """analysis/engines/serving.py's summary and the decode stalls' numbers (analysis/engines/serving_stalls.py), flat."""
+    from perflab.analysis.engines import serving, serving_stalls
 
     stalls = serving_stalls.stalls(serving_stalls.from_engine_log(log))
     steps = stalls.pop("steps", {})
@@ -95,7 +95,7 @@ def summary(log: dict[str, Any]) -> dict[str, Any]:
 
 def doctor_evidence(puzzle: Puzzle, log: dict[str, Any], found: list[str]) -> checker.Evidence:
     """The serving doctor on one engine log: the planted finding must not stand (high or medium)."""
-    from perflab.analysis.serving_stalls import from_engine_log
+    from perflab.analysis.engines.serving_stalls import from_engine_log
     from perflab.doctor.serving import report
 
     rep = report(from_engine_log(log), {"kind": "serving", "path": ""})
@@ -122,7 +122,7 @@ def measure_metric(chk: Checking) -> checker.CheckResult:
     """[check] metric in SERVING_METRICS: slow and fix each serve the stream timed, pass after pass (interleaved,
     after one warm-up each); the metric's slow / fix ratio with its bootstrap interval against `reduction`, then
     the doctor on the fix's last log."""
-    from perflab.analysis import serving_stalls
+    from perflab.analysis.engines import serving_stalls
     from perflab.puzzles.engine import stats
 
     puzzle, result, metric = chk.puzzle, chk.result, chk.puzzle.check.metric

@@ -21,7 +21,7 @@ def _cdf(ax: Any, values: list[float], color: str, label: str) -> None:
 
 
 def plot(doc: dict[str, Any], path: Path, title: str = "") -> Path:
-    from perflab.analysis import serving
+    from perflab.analysis.engines import serving
     from perflab.report.plotting import pyplot
 
     plt = pyplot()

@@ -1,5 +1,5 @@
 """Analyses over a recording's autotuning logs (`<variant>.autotune.json`, puzzles with tools = ["autotune"]):
-the findings computed from them (analysis/autotune.py: autotune-miss, tile-quantization) and any
+the findings computed from them (analysis/work/autotune.py: autotune-miss, tile-quantization) and any
 number of one call's row (the config used, the best one, their times, the tile padding)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from perflab.puzzles.engine.spec import display_path
 
 
 def autotune_log(ev: Any, variant: str) -> dict[str, Any]:
-    from perflab.analysis.autotune import load
+    from perflab.analysis.work.autotune import load
     from perflab.puzzles.evidence.autotune import log_file
 
     cache = ev.__dict__.setdefault("_autotune_cache", {})
@@ -46,7 +46,7 @@ def autotune_top_id(ev: Any, variant: str = "slow") -> Computed:
 @analysis
 def autotune_value(ev: Any, field: str, call: str = "", variant: str = "slow") -> Computed:
     """A field of one call's row: slowdown, used_ms, best_ms, used_ctas, tile_waste_m_pct, config_used.BLOCK_M, ..."""
-    from perflab.analysis.autotune import rows
+    from perflab.analysis.work.autotune import rows
 
     table = rows(autotune_log(ev, variant))
     picked = [r for r in table if not call or r["name"] == call]

@@ -1,4 +1,4 @@
-"""Analyses for before/after questions: `perflab diff` (analysis.compare) between two recorded traces
+"""Analyses for before/after questions: `perflab diff` (analysis.reports.compare) between two recorded traces
 of one puzzle, by default the `before` trace (before.py) and the `slow` one (the change).
 
 Registered into questions.ANALYSES on import (the package finds it by discovery).
@@ -18,7 +18,7 @@ def recorded_diff(ev: Any, before: str = "before", after: str = "slow") -> Any:
     """compare(load_run(before trace), load_run(after trace)): what `perflab diff BEFORE AFTER` prints."""
     cache = ev.__dict__.setdefault("_diffs", {})
     if (before, after) not in cache:
-        from perflab.analysis.compare import compare
+        from perflab.analysis.reports.compare import compare
         from perflab.doctor.sides import load_run
 
         cache[(before, after)] = compare(load_run(ev.trace_path(before)), load_run(ev.trace_path(after)))

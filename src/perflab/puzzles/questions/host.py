@@ -1,6 +1,6 @@
 """Host-side analyses for diagnosis questions: where the step thread's time goes, which Python code.
 
-They read analysis.cpu_host, so they answer the same on a GPU trace and on a CPU-only one; they
+They read analysis.idle.cpu_host, so they answer the same on a GPU trace and on a CPU-only one; they
 register into questions.ANALYSES on import (the package finds it by discovery).
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ PARTS = ("python", "ops", "dataloader", "host", "dispatch")
 
 
 def _split(ev: Any, variant: str) -> dict:
-    from perflab.analysis.cpu_host import cpu_time_split
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.idle.cpu_host import cpu_time_split
+    from perflab.analysis.steps.windows import analysis_windows
 
     trace = ev.trace(variant)
     return cpu_time_split(trace, analysis_windows(trace))
@@ -55,8 +55,8 @@ def periodic_outliers(ev: Any, variant: str = "slow", stat: str = "period", patt
                       factor: float = 3.0) -> Computed:
     """Numbered annotations (`pattern`, group 1 = N) that last > factor x the median: their period,
     phase (first outlier's N mod period), extra ms over a typical one, or count."""
-    from perflab.analysis.annotations import annotation_outliers
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.steps.annotations import annotation_outliers
+    from perflab.analysis.steps.windows import analysis_windows
 
     if stat not in OUTLIER_STATS:
         raise PerflabError(f"periodic_outliers stat {stat!r} must be one of {', '.join(OUTLIER_STATS)}")

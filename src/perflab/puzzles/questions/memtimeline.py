@@ -1,5 +1,5 @@
 """Analyses for questions about what is alive at the memory peak of a recorded snapshot
-(analysis.memory_peak over `<variant>.memory.json.gz`).
+(analysis.gpu_memory.memory_peak over `<variant>.memory.json.gz`).
 
 Registered into questions.ANALYSES on import (the package finds it by discovery).
 """
@@ -17,7 +17,7 @@ STATS = ("function", "mb", "pct", "peak_mb", "blocks")
 def memory_peak_owner(ev: Any, variant: str = "slow", stat: str = "function") -> Computed:
     """The Python function (file.py:function) whose allocations hold the most memory at the peak of
     allocated bytes: its name, MB, % of the peak, block count; or the peak itself (peak_mb)."""
-    from perflab.analysis.memory_peak import live_at_peak
+    from perflab.analysis.gpu_memory.memory_peak import live_at_peak
     from perflab.puzzles.questions.memory import snapshot_path
     from perflab.trace.snapshot import load
 

@@ -1,6 +1,6 @@
 """Multi-GPU analyses (catalog 70-73): answers from the per-rank traces of a recording and its sweep.
 
-Per-rank and collective numbers come from analysis.collectives.multirank_summary over every rank
+Per-rank and collective numbers come from analysis.multigpu.collectives.multirank_summary over every rank
 of `<variant>.ranks/` (the doctor's `analyses.multigpu`); the batch sweep at 1 and N ranks from
 `sweep.json` (puzzles/evidence/multirank.py). Registered into questions.ANALYSES on import, like every
 analysis.
@@ -19,14 +19,14 @@ SWEEP_FIELDS = ("batch", "latency_ms", "forward_ms", "throughput")
 
 
 def _source(variant: str) -> str:
-    return f"the recorded per-rank traces of {variant} (analysis.collectives over every rank)"
+    return f"the recorded per-rank traces of {variant} (analysis.multigpu.collectives over every rank)"
 
 
 def multirank(ev: Any, variant: str = "slow") -> dict[str, Any]:
     """multirank_summary over every rank of the variant's recording (cached on the evidence)."""
     cache = ev.__dict__.setdefault("_multirank", {})
     if variant not in cache:
-        from perflab.analysis.collectives import multirank_summary
+        from perflab.analysis.multigpu.collectives import multirank_summary
 
         traces = ev.ranks(variant)
         if len(traces) < 2:

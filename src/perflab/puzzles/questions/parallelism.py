@@ -1,6 +1,6 @@
 """Analyses for the parallelism puzzles (catalog 74-78): pipeline idle time per stage, message counts.
 
-The numbers come from analysis.collectives.multirank_summary over every rank of a recording (the same
+The numbers come from analysis.multigpu.collectives.multirank_summary over every rank of a recording (the same
 per-rank rows as the doctor's `analyses.multigpu`, through questions.multirank's cache).
 """
 from __future__ import annotations

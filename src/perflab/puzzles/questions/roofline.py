@@ -1,6 +1,6 @@
 """Roofline analyses over a recording's Nsight Compute evidence (the roofline-practice puzzle).
 
-Each profiled kernel of `<variant>.csv.gz` is placed on the roofline (analysis/roofline.py: FLOPs from the
+Each profiled kernel of `<variant>.csv.gz` is placed on the roofline (analysis/work/roofline.py: FLOPs from the
 ncu instruction counters, DRAM bytes, duration) against the ceilings that `perflab bench` measured on the
 recording's GPU, shipped as the recording's `ceilings.json`: never the datasheet, and never the ceilings
 of the machine that replays the puzzle. They register into questions.ANALYSES like questions_ncu.
@@ -34,13 +34,13 @@ def recorded_ceilings_doc(ev: Any) -> dict:
 
 def recorded_ceilings(ev: Any) -> Any:
     """The roofs of the recording's ceilings.json."""
-    from perflab.analysis.roofline import ceilings_from
+    from perflab.analysis.work.roofline import ceilings_from
 
     return ceilings_from(recorded_ceilings_doc(ev))
 
 
 def roofline_model(ev: Any, variant: str) -> Any:
-    from perflab.analysis.roofline import roofline
+    from perflab.analysis.work.roofline import roofline
 
     cache = _cache(ev)
     key = ("roofline", variant)

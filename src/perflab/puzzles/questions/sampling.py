@@ -18,7 +18,7 @@ def sampled(ev: Any, variant: str) -> dict[str, Any]:
     """hot_functions of the variant's py-spy profile (the measured loop only), computed once."""
     cache = ev.__dict__.setdefault("_sampled", {})
     if variant not in cache:
-        from perflab.analysis.sampling import hot_functions
+        from perflab.analysis.steps.sampling import hot_functions
         from perflab.puzzles.evidence.sampling import PySpy, pyspy_file
 
         hot = hot_functions(PySpy().replay(ev, variant), within=LOOP)

@@ -1,5 +1,5 @@
 """Analyses over the seed puzzles' extra GPU records: GemLite's choice per batch size (`gemlite.json` of
-the autotune puzzle, analysis/gemlite.py) and comparisons between two numbers of one recorded JSON table
+the autotune puzzle, analysis/work/gemlite.py) and comparisons between two numbers of one recorded JSON table
 (`configs.json` of fp8-weight-only: torchao's configurations measured one process each).
 
 Registered into questions.ANALYSES on import (the package finds it by discovery).
@@ -16,7 +16,7 @@ GEMLITE_FILE = "gemlite.json"
 
 
 def gemlite_record(ev: Any) -> dict[str, Any]:
-    from perflab.analysis.gemlite import load
+    from perflab.analysis.work.gemlite import load
 
     cache = ev.__dict__.setdefault("_gemlite_cache", {})
     if "doc" not in cache:
@@ -35,7 +35,7 @@ def _gl_source(doc: dict[str, Any]) -> str:
 @analysis
 def gemlite_switch_m(ev: Any, family: str) -> Computed:
     """The first batch size M at which GemLite selects kernel family `family` for the recorded layer."""
-    from perflab.analysis.gemlite import switch_m, switches
+    from perflab.analysis.work.gemlite import switch_m, switches
 
     doc = gemlite_record(ev)
     m = switch_m(doc, family)
@@ -48,7 +48,7 @@ def gemlite_switch_m(ev: Any, family: str) -> Computed:
 def gemlite_holes(ev: Any) -> Computed:
     """How many batch sizes M in 1..4096 have no entry in GemLite's shipped config file for the layer
     (their first call autotunes)."""
-    from perflab.analysis.gemlite import holes
+    from perflab.analysis.work.gemlite import holes
 
     doc = gemlite_record(ev)
     found = holes(doc)
@@ -64,7 +64,7 @@ def gemlite_holes(ev: Any) -> Computed:
 def gemlite_call_value(ev: Any, m: int, field: str) -> Computed:
     """A field of the measured call at batch size `m`: family, config.SPLIT_K, config.BLOCK_SIZE_M, ctas,
     ctas_without_split_k, waves, autotune_s, candidates, gemlite_ms, bf16_ms, speedup_vs_bf16, source, ..."""
-    from perflab.analysis.gemlite import call
+    from perflab.analysis.work.gemlite import call
 
     doc = gemlite_record(ev)
     row = call(doc, m)
@@ -80,7 +80,7 @@ def gemlite_call_value(ev: Any, m: int, field: str) -> Computed:
 def gemlite_forced_ratio(ev: Any, m: int) -> Computed:
     """At batch size `m`: time of the family GemLite picks / time of the neighbouring family forced by hand
     (> 1: GemLite's switch point is on the wrong side of `m` for this layer on this GPU)."""
-    from perflab.analysis.gemlite import forced
+    from perflab.analysis.work.gemlite import forced
 
     doc = gemlite_record(ev)
     f = forced(doc, m)

@@ -1,6 +1,6 @@
 """Serving analyses (puzzles with tools = ["serving"]): answers from the recorded serving.json.
 
-Per variant the summary that analysis/serving.py computes from the engine's log (throughput, TTFT / TPOT /
+Per variant the summary that analysis/engines/serving.py computes from the engine's log (throughput, TTFT / TPOT /
 latency percentiles, padded decode rows), and the analytic cost of the two schedules in forward passes.
 Registered into questions.ANALYSES on import, like every analysis.
 """
@@ -58,7 +58,7 @@ def serving_ratio(ev: Any, field: str = "requests_per_s", numerator: str = "solu
 
 @analysis
 def serving_analytic(ev: Any, field: str = "ratio") -> Computed:
-    """The cost model from the output lengths alone (analysis.serving.forward_counts): forward passes of the
+    """The cost model from the output lengths alone (analysis.engines.serving.forward_counts): forward passes of the
     static and the continuous schedule, and their ratio."""
     doc = ev.require_json(FILE, "analytic", "serving log (serving.json)")
     a = doc["analytic"]

@@ -1,8 +1,8 @@
 """Speed of light from a trace: how close the GEMMs of a recorded variant run to the measured ceiling.
 
-FLOPs come from the recorded shapes of the matmul ops (analysis/matmul_work.py), time from their kernels,
+FLOPs come from the recorded shapes of the matmul ops (analysis/work/matmul_work.py), time from their kernels,
 and the ceiling is the matmul throughput `perflab bench` measured on the recording's GPU, shipped as the
-recording's `ceilings.json` (analysis.gemm_roof.measured_matmul_roof): never the datasheet, and never a
+recording's `ceilings.json` (analysis.work.gemm_roof.measured_matmul_roof): never the datasheet, and never a
 ceiling of another GPU. Registered into questions.ANALYSES on import, like every analysis.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ FIELDS = ("tflops", "pct_of_ceiling", "step_tflops", "step_pct_of_ceiling", "hea
 
 
 def gemm_work_of(ev: Any, variant: str) -> dict:
-    from perflab.analysis.matmul_work import gemm_work
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.work.matmul_work import gemm_work
+    from perflab.analysis.steps.windows import analysis_windows
 
     trace = ev.trace(variant)
     return gemm_work(trace, analysis_windows(trace))
@@ -27,8 +27,8 @@ def gemm_work_of(ev: Any, variant: str) -> dict:
 
 def _ceiling(ev: Any, path: str, device: str) -> tuple[float, str]:
     """The measured roof of the path (FLOP/s) and where it was measured; refuses a datasheet value and a
-    ceiling measured on another GPU than the trace's (analysis.gemm_roof.measured_matmul_roof)."""
-    from perflab.analysis.gemm_roof import measured_matmul_roof
+    ceiling measured on another GPU than the trace's (analysis.work.gemm_roof.measured_matmul_roof)."""
+    from perflab.analysis.work.gemm_roof import measured_matmul_roof
 
     roof, why_not = measured_matmul_roof(recorded_ceilings_doc(ev), path, device)
     if roof is None:
@@ -49,7 +49,7 @@ def gemm_speed_of_light(ev: Any, field: str = "pct_of_ceiling", variant: str = "
     where = f"the recorded {variant} trace"
     if not work["by_path"]:
         raise PerflabError(f"no matrix multiply with recorded shapes in {where} (profile with record_shapes=True)")
-    from perflab.analysis.matmul_work import dominant_path
+    from perflab.analysis.work.matmul_work import dominant_path
 
     path = path or dominant_path(work)
     if path not in work["by_path"]:

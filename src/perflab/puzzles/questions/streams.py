@@ -1,7 +1,7 @@
 """Stream and range analyses for diagnosis questions (catalog 15-streams-concurrency, 16-nvtx-streams).
 
-`concurrency_value` reads analysis.concurrency (kernels running at once, per-stream busy time, SM fill);
-`stage_time` / `stage_top` read analysis.ranges (a record_function / NVTX range's host time against the
+`concurrency_value` reads analysis.idle.concurrency (kernels running at once, per-stream busy time, SM fill);
+`stage_time` / `stage_top` read analysis.steps.ranges (a record_function / NVTX range's host time against the
 GPU time of the work launched inside it, matched by correlation id). Registered into
 questions.ANALYSES on import, like every analysis.
 """
@@ -18,8 +18,8 @@ CLOCKS = ("cpu", "gpu")
 
 
 def _concurrency(ev: Any, variant: str) -> dict:
-    from perflab.analysis.concurrency import kernel_concurrency
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.idle.concurrency import kernel_concurrency
+    from perflab.analysis.steps.windows import analysis_windows
 
     trace = ev.trace(variant)
     return kernel_concurrency(trace, analysis_windows(trace))
@@ -50,8 +50,8 @@ def concurrency_value(ev: Any, variant: str = "slow", key: str = "concurrent_pct
 
 
 def _stages(ev: Any, variant: str, names: Any) -> dict:
-    from perflab.analysis.ranges import stage_times
-    from perflab.analysis.windows import analysis_windows
+    from perflab.analysis.steps.ranges import stage_times
+    from perflab.analysis.steps.windows import analysis_windows
 
     trace = ev.trace(variant)
     return stage_times(trace, analysis_windows(trace), names or None)

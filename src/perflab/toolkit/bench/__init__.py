@@ -1,6 +1,6 @@
 """`perflab bench`: the machine's ceilings (bandwidths, matmul rates, latencies), saved with a manifest.
 
-`run_bench(quick)` measures; `save_ceilings` / `load_ceilings` (analysis/saved_ceilings.py) keep them in
+`run_bench(quick)` measures; `save_ceilings` / `load_ceilings` (analysis/work/saved_ceilings.py) keep them in
 `perflab.paths.user_data_dir()/ceilings.json`, where the roofline and the doctor find them.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Callable
 
 from perflab.errors import NeedsGPU
 
-from perflab.analysis.saved_ceilings import (  # noqa: F401 (where the ceilings are kept: bench's API too)
+from perflab.analysis.work.saved_ceilings import (  # noqa: F401 (where the ceilings are kept: bench's API too)
     CEILINGS_FILE,
     SCHEMA,
     ceilings_path,

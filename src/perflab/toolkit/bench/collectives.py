@@ -8,7 +8,7 @@ Launched under torchrun (one process per GPU):
 
 Sizes are nccl-tests' (doc/PERFORMANCE.md): the full buffer, i.e. all_reduce's and all_to_all's
 buffer, all_gather's gathered output, reduce_scatter's input; busbw = algbw x the kind's factor
-(analysis/collectives.py BUS_FACTOR). The time of one call is the slowest rank's mean. Rank 0 writes the
+(analysis/multigpu/collectives.py BUS_FACTOR). The time of one call is the slowest rank's mean. Rank 0 writes the
 JSON (schema perflab.collectives/1) with the machine's manifest and topology (`nvidia-smi topo -m`), which
 the doctor's comm-below-roof reads as the interconnect's ceiling for each kind and size.
 """
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from perflab.analysis.collective_sizes import BUS_FACTOR
-from perflab.analysis.saved_ceilings import COLLECTIVES_SCHEMA as SCHEMA
+from perflab.analysis.multigpu.collective_sizes import BUS_FACTOR
+from perflab.analysis.work.saved_ceilings import COLLECTIVES_SCHEMA as SCHEMA
 from perflab.errors import PerflabError
 from perflab.toolkit.bench.allreduce import DEFAULT_MAX, DEFAULT_MIN, _manifest, _size, sizes, time_calls
 from perflab.toolkit.bench.torchrun_sweep import launch, run_worker, size_args, worker_args

@@ -1,0 +1,1 @@
+"""GPU memory: snapshots, allocation history, peaks and the caching allocator."""

@@ -1,0 +1,1 @@
+"""Where GPU time is lost between kernels: gaps and their causes on the host, syncs, waits, launches, streams and the critical path."""

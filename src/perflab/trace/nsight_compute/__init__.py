@@ -1,0 +1,1 @@
+"""The parts of the Nsight Compute reader: the report's model, rule results, coverage and the ncu tool itself."""
