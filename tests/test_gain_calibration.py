@@ -62,6 +62,15 @@ def test_a_memory_fix_is_calibrated_against_reserved_memory(summary):
     assert rows["memory-timeline"].level == "memory" and rows["memory-timeline"].point_off_by < WITHIN
 
 
+def test_serving_fixes_are_calibrated_from_the_engine_log_by_what_their_finding_prices(summary):
+    rows = {r.puzzle: r for r in summary.judged}
+    batching, chunking = rows["continuous-batching"], rows["chunked-prefill"]
+    # padded-batch prices forwards (a decode forward costs about the same whatever rows it serves): step time
+    assert batching.level == "serving" and batching.finding == "padded-batch" and batching.point_off_by < WITHIN
+    # prefill-stall prices the ITL p99 a token budget leaves: the fix's measured ITL p99 ratio
+    assert chunking.level == "serving" and chunking.finding == "prefill-stall" and chunking.point_off_by < WITHIN
+
+
 def test_speedup_arithmetic():
     assert speedup_of_gain(50) == pytest.approx(2.0)
     assert gain_of_speedup(4.0) == pytest.approx(75.0)

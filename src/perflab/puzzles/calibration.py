@@ -19,6 +19,8 @@ WITHIN = (1.25, 1.5)
 FAR = 3.0
 TIME_STATISTICS = ("median", "mean")     # a time speed-up (slow / fix), not an overhead or a memory ratio
 MEMORY_STATISTICS = ("reserved_mb ratio", "peak_reserved_mb ratio")
+SERVING_IDS = ("padded-batch", "prefill-stall")   # judged from the engine's log, not from a trace
+LATENCY_STATISTICS = ("median itl_p99_ms",)   # a serving fix's ITL p99 ratio: what prefill-stall's gain is a share of
 
 
 @dataclass
@@ -128,7 +130,8 @@ def _measured(puzzle: Any, ev: Any) -> tuple[float | None, str]:
     """The fix's measured ratio and its statistic's kind (time | memory | other)."""
     sp = ev.measurements().get("speedup") or {}
     point, stat = sp.get("point"), str(sp.get("statistic") or "")
-    kind = ("memory" if stat.startswith(MEMORY_STATISTICS) else "time" if stat in TIME_STATISTICS else "other")
+    kind = ("memory" if stat.startswith(MEMORY_STATISTICS) else "time" if stat in TIME_STATISTICS else
+            "latency" if stat.startswith(LATENCY_STATISTICS) else "other")
     return (float(point) if isinstance(point, (int, float)) else None), kind
 
 
@@ -178,7 +181,7 @@ def calibrate(puzzle: Any) -> Row:
         return row
     ev = replay.recording(puzzle)
     row.measured, kind = _measured(puzzle, ev)
-    if kind == "other" or row.measured is None:
+    if kind == "other" or row.measured is None or (kind == "latency" and planted not in SERVING_IDS):
         row.skipped = "its measurement is not a fix's speed-up"
         return row
     if kind == "memory":
@@ -195,6 +198,9 @@ def calibrate(puzzle: Any) -> Row:
             kernel = str(finding.evidence.get("kernel") or "")
             _fill(row, finding, kernel_share(ev.report("slow"), kernel) if kernel else 1.0)
             return row
+    elif planted in SERVING_IDS and (ev.folder / "serving.json").is_file():
+        row.level = "serving"
+        finding, row.note = _pick(_serving_report(ev.folder / "serving.json").findings, planted, puzzle.taxonomy)
     else:
         finding, row.note = _pick(ev.report("slow").findings, planted, puzzle.taxonomy)
     if finding is None:
@@ -202,6 +208,18 @@ def calibrate(puzzle: Any) -> Row:
         return row
     _fill(row, finding)
     return row
+
+
+def _serving_report(path: Any) -> Any:
+    """The serving doctor on the slow variant's engine log (serving.json), as `perflab doctor serving.json` reads it."""
+    import json
+
+    from perflab.analysis.engines.serving_stalls import from_engine_log
+    from perflab.doctor.serving import report
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return report(from_engine_log(doc["variants"]["slow"]["log"]), {"kind": "serving", "path": str(path)},
+                  doc.get("analytic"))
 
 
 def calibrate_catalog(puzzles: list[Any]) -> Summary:

@@ -89,3 +89,7 @@ def step(state: dict):
     if not on_gpu(state):
         return eager(state)
     return launch(state, WARP_SPECIALIZE, WARPS)
+
+
+# The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
+INPUTS = ("a",)  # b: the weight operand, which a fix may re-layout once

@@ -96,17 +96,26 @@ def load_imbalance(ctx: Context) -> list[Finding]:
         return []
     late = summary["straggler"]
     outside = {r: round(p["step_ms"] - p["comm_ms"], 4) for r, p in per_rank.items()}
+    # evening the time outside collectives out across ranks (the late rank's extra work spread, not removed)
+    # saves at least its excess over the mean, never more than the wait; removing it saves up to the wait
+    step_ms = per_rank[late]["step_ms"]
+    excess = min(max(outside.values()) - sum(outside.values()) / len(outside), exposed[waiter])
+    at_least = step_ms / (step_ms - excess) if step_ms > excess > 0 else None
     return _finding(
         "load-imbalance", gain,
         f"Rank {late} arrives last at the collectives; rank {waiter} waits for it "
         f"{waits[waiter]:.2f} ms per step inside NCCL kernels, {exposed[waiter]:.2f} ms of it with no compute "
-        f"running (~{gain:.0f}% of its step time).",
+        f"running (~{gain:.0f}% of its step time)"
+        + (f"; spreading rank {late}'s extra work evenly alone saves {excess:.2f} ms per step (at least "
+           f"{at_least:.2f}x), removing it saves up to the wait." if at_least else "."),
         {"straggler_rank": late, "waiting_rank": waiter, "wait_ms_per_step": waits,
          "exposed_wait_ms_per_step": exposed,
          "wait_pct": {r: round(v, 2) for r, v in shares.items()},
          "step_ms_per_rank": {r: round(p["step_ms"], 4) for r, p in per_rank.items()},
          "step_ms_spread_pct": spread, "time_outside_collectives_ms": outside,
-         "last_to_arrive_counts": summary["last_to_arrive_counts"]},
+         "last_to_arrive_counts": summary["last_to_arrive_counts"],
+         **({"speedup_at_least": round(at_least, 3), "balanced_saving_ms_per_step": round(excess, 4)}
+            if at_least else {})},
         f"Find what rank {late} does that the others do not (more data, a bigger shard, extra host work "
         "such as logging, checkpointing, data loading or a host sync on that rank only, a slower device) "
         "and balance it: even shards, move rank-specific host work off the step, or overlap it.",
