@@ -86,6 +86,26 @@ def test_a_mismatch_on_one_rank_at_a_later_repetition_stops_every_rank(tmp_path)
         r.correctness.message
 
 
+def test_every_repetition_gets_fresh_inputs_of_its_own_rank(tmp_path):
+    """An honest fix that notes the batch each of its steps sees: it passes (every comparison held, so the reference
+    saw the same batches), each timed repetition brought a new batch, and the ranks' batches differ (70's refill
+    draws each rank's own rows, as its setup does)."""
+    pytest.importorskip("torch")
+    spy = f"SPY = {str(tmp_path)!r}\n" + '''
+def step(state):
+    with open(f"{SPY}/rank{state['rank']}.txt", "a") as fh:
+        fh.write(f"{float(state['x'].float().sum())!r}\\n")
+    return honest_step(state)
+'''
+    fix = solution_with_step(tmp_path, "exposed-allreduce", spy)
+    reps = 3
+    r = check_on_two_ranks("exposed-allreduce", fix, tmp_path / "check", seed=4, reps=reps)
+    assert r.correctness.ok, r.correctness.message
+    seen = [list(dict.fromkeys((tmp_path / f"rank{rank}.txt").read_text().split())) for rank in (0, 1)]
+    assert all(len(batches) >= reps + 2 for batches in seen), seen    # setup's, then one per repetition (+ warm-up)
+    assert not set(seen[0]) & set(seen[1])
+
+
 @pytest.mark.parametrize("pid", ["straggler", "tp-scaling-knee", "nccl-timeline"])
 def test_the_other_solutions_pass_with_fresh_inputs_on_two_ranks(pid, tmp_path):
     """70 and 74-77: tests/test_multigpu_puzzles.py and tests/test_parallelism_puzzles.py (the same path)."""
