@@ -26,3 +26,19 @@ def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
         assert len(ar) == 2 and {c["bytes"] for c in ar} == {8 * 4096 * 4096 * 2}
     assert "comm-not-overlapped" in [f.id for f in ev.report("slow").findings]
     assert res.measurements["slow"]["median_ms"] > 0
+
+
+def test_a_fix_that_caches_its_first_gradient_is_refused_on_two_gpus(tmp_path):
+    """Issue 27 at full size with NCCL: the mean gradients are ~1e-8 there, and the puzzle's atol (1e-9) still sees
+    a stale one after the first refill of fresh inputs (tests/test_rank_guard.py: the same on gloo)."""
+    from test_rank_guard import CACHES_ITS_FIRST_OUTPUT, solution_with_step
+
+    from perflab.puzzles.engine import catalog
+    from perflab.puzzles.evidence import multirank as distributed
+
+    p = catalog.get("exposed-allreduce")
+    fix = solution_with_step(tmp_path, p.id, CACHES_ITS_FIRST_OUTPUT)
+    r = distributed.check(p, fix, tmp_path / "check", device="cuda", seed=5, reps=3)
+    assert not r.correctness.ok and r.speed is None
+    assert r.correctness.message.startswith("timed repetition 1: rank 0: out: Tensor-likes are not close!"), \
+        r.correctness.message

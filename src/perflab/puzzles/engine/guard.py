@@ -15,7 +15,8 @@
   steps (each side repeats its step as often as its own speed needs) runs untimed steps until both have run
   as many, then their last outputs are compared: the same step of the same state, since a workload's step may
   advance its state (the next batch of a pool, a random generator, a cache) (a fix that skips work, or writes
-  its result on a stream the timer does not wait for, returns a wrong one).
+  its result on a stream the timer does not wait for, returns a wrong one). A multi-rank check runs the same
+  loop on every rank with a `Pairing` that agrees each decision across the ranks (evidence/rank_worker.py).
 - The speed of light: a fix measured faster than its work allows (the bytes it must move and the FLOPs it must
   do against the GPU's peak ceilings) is refused as a measurement error, with the numbers. The work is the
   workload's `work(state) -> {"flops", "bytes", "path"}` where it defines one, else the bytes it cannot avoid:
@@ -94,33 +95,57 @@ class _Counted:
         return self.out
 
 
-def in_step(a: _Counted, b: _Counted, device: str) -> None:
+class Pairing:
+    """How the guard times, keeps the two sides in step and decides on their outputs, in one process. A job of
+    several ranks (evidence/rank_worker.py: RankPairing) agrees each of these across its ranks, so that every
+    rank runs the same steps, hence the same collectives, and stops at the same repetition."""
+
+    stop_at_mismatch = False   # one process goes on timing (the check reports the timings beside the refusal)
+
+    def calibrated(self, step: Any, state: Any, device: str) -> Any:
+        return checker.calibrated(step, state, device)
+
+    def target(self, a_steps: int, b_steps: int) -> int:
+        """The step count both sides reach before inputs are refilled or outputs compared."""
+        return max(a_steps, b_steps)
+
+    def decide(self, problem: str) -> str:
+        """The mismatch that stops the comparisons ('' when none): this process's own."""
+        return problem
+
+
+def in_step(a: _Counted, b: _Counted, device: str, pairing: Pairing | None = None) -> None:
     """Untimed steps on the side behind until both sides have run the same number of steps."""
-    for side, other in ((a, b), (b, a)):
-        while side.steps < other.steps:
+    target = (pairing or Pairing()).target(a.steps, b.steps)
+    for side in (a, b):
+        while side.steps < target:
             side.step(side.state)
     runner.synchronize(device)
 
 
 def time_guarded(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str, reps: int, puzzle: Any,
-                 seed: int) -> Timed:
+                 seed: int, pairing: Pairing | None = None) -> Timed:
     """Interleaved timings (ms per step), fresh inputs before every sample, outputs compared after every one."""
+    pairing = pairing or Pairing()
     keys = [k for k in input_keys(ref, ref_state) if isinstance(fix_state, dict) and k in fix_state]
     a, b = _Counted(ref, ref_state), _Counted(fix, fix_state)
-    ref_sample = checker.calibrated(a.step, ref_state, device)
-    fix_sample = checker.calibrated(b.step, fix_state, device)
+    ref_sample = pairing.calibrated(a.step, ref_state, device)
+    fix_sample = pairing.calibrated(b.step, fix_state, device)
     timed = Timed([], [])
     for rep in range(reps + 1):          # the first pair warms up and is not kept
         if not timed.mismatch:
-            in_step(a, b, device)        # fresh inputs land on the same step of both
-            refill(ref, ref_state, keys, seed + rep, device)
-            refill(ref, fix_state, keys, seed + rep, device)
+            in_step(a, b, device, pairing)        # fresh inputs land on the same step of both
+            fresh = seed + 1 + rep                # never setup's seed: a refill that draws as setup does is new
+            refill(ref, ref_state, keys, fresh, device)
+            refill(ref, fix_state, keys, fresh, device)
         slow, fast = float(ref_sample()), float(fix_sample())
         if not timed.mismatch:
-            in_step(a, b, device)
-            problem = checker.compare(checker.snapshot(a.out), checker.snapshot(b.out), puzzle)
+            in_step(a, b, device, pairing)
+            problem = pairing.decide(checker.compare(checker.snapshot(a.out), checker.snapshot(b.out), puzzle))
             if problem:
                 timed.mismatch = f"timed repetition {rep + 1}: {problem}"
+                if pairing.stop_at_mismatch:
+                    break
         if rep:
             timed.slow.append(slow)
             timed.fast.append(fast)
@@ -185,10 +210,16 @@ def device_ceilings_for(device: str) -> Any:
 
 def refusal(chk: Any, fast: list[float]) -> str:
     """The speed-of-light refusal of a checked fix ('' when its time is possible or cannot be judged)."""
-    ceilings = device_ceilings_for(chk.device)
+    return refusal_of(chk.ref, chk.ref_state, chk.fix, chk.fix_state, chk.device, fast)
+
+
+def refusal_of(ref: Any, ref_state: Any, fix: Any, fix_state: Any, device: str, fast: list[float]) -> str:
+    """refusal's judgement: the work of one more (untimed) step of the fix against the device's ceilings. It runs
+    that step only on a GPU with samples, so every rank of a job on GPUs runs it (its collectives too)."""
+    ceilings = device_ceilings_for(device)
     if ceilings is None or not fast:
         return ""
-    runner.synchronize(chk.device)
-    out = chk.fix.step(chk.fix_state)
-    runner.synchronize(chk.device)
-    return below_speed_of_light(sorted(fast)[len(fast) // 2], work_of(chk.ref, chk.ref_state, out), ceilings)
+    runner.synchronize(device)
+    out = fix.step(fix_state)
+    runner.synchronize(device)
+    return below_speed_of_light(sorted(fast)[len(fast) // 2], work_of(ref, ref_state, out), ceilings)

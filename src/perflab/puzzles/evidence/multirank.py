@@ -9,9 +9,12 @@ torch.distributed is initialized, so they read their rank and world size from it
 
 A recording holds one trace per rank: `<variant>.ranks/rank{R}.trace.json.gz` (what `perflab doctor
 FOLDER --rank R` reads); measurements are the job's step times, each sample the slowest rank's.
-The fix check is the single-GPU checker's, rank by rank: outputs compared on every rank, speed-up of
-the slowest rank's step time (bootstrap interval, same bar), then the fix re-profiled on every rank
-and the planted finding must be gone from the doctor's report of every rank.
+The fix check is the single-GPU checker's, rank by rank: outputs compared on every rank, then
+guard.time_guarded on every rank (fresh inputs before every timed repetition, each rank's own where the
+workload's refill draws them per rank; outputs compared after every one; each decision agreed by all ranks,
+so one rank's mismatch stops them all), speed-up of the slowest rank's step time (bootstrap interval, same
+bar), a time under any rank's speed of light refused, then the fix re-profiled on every rank and the planted
+finding must be gone from the doctor's report of every rank.
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ gloo on the CPU), then runs the job's mode on its rank:
   ranks aligned on a host barrier before the first recorded step (profile_job), then `steps` timing
   samples of the job (each the slowest rank's time);
 - check: the fix checker's stages on every rank (poisoned outputs compared with the reference rank by
-  rank; interleaved timings of the slowest rank; the fix re-profiled, one trace per rank);
+  rank; guard.time_guarded's interleaved timings of the slowest rank, with fresh inputs before every sample
+  and outputs compared after every one; the fix re-profiled, one trace per rank);
 - sweep: latency/throughput over batch sizes (toolkit.batch_sweep), each point the slowest rank's;
 - record: a whole recording in one launch (profile slow and solution, check solution and starter).
 
@@ -67,15 +68,50 @@ def job_sampler(step: Callable[[Any], Any], state: Any, device: str, inner: int 
     return sample
 
 
-def calibrated(module: Any, state: Any, device: str) -> stats.Sample:
-    """Like checker.time_pair's: enough steps per sample to last about SAMPLE_TARGET_MS, agreed across ranks."""
+def calibrated(step: Callable[[Any], Any], state: Any, device: str) -> stats.Sample:
+    """Like checker.calibrated: enough steps per sample to last about SAMPLE_TARGET_MS, agreed across ranks."""
     from perflab.puzzles.engine import checker
 
-    probe = job_sampler(module.step, state, device)
+    probe = job_sampler(step, state, device)
     for _ in range(checker.TIMING_WARMUP):
         probe()
     step_ms = statistics.median(probe() for _ in range(3))  # the same on every rank (agreed maxima)
-    return job_sampler(module.step, state, device, stats.inner_repeats(step_ms, checker.SAMPLE_TARGET_MS))
+    return job_sampler(step, state, device, stats.inner_repeats(step_ms, checker.SAMPLE_TARGET_MS))
+
+
+def first_rank(message: str) -> str:
+    """The first rank's non-empty message, as 'rank R: message' on every rank ('' when no rank has one)."""
+    said = [(r, m) for r, m in enumerate(gather(message)) if m]
+    return f"rank {said[0][0]}: {said[0][1]}" if said else ""
+
+
+class RankPairing:
+    """guard.Pairing for one rank of a job: every decision of the guard's loop agreed across the ranks, so that all
+    of them run the same untimed steps (each with its collectives) and stop comparing at the same repetition."""
+
+    stop_at_mismatch = True   # the job is refused: no rank times, refills or steps any further
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def calibrated(self, step: Callable[[Any], Any], state: Any, device: str) -> stats.Sample:
+        return calibrated(step, state, device)
+
+    def target(self, a_steps: int, b_steps: int) -> int:
+        """The largest count over the ranks; ranks whose counts differ have already paired unlike collectives."""
+        import torch
+
+        dist = _dist()
+        t = torch.tensor([a_steps, b_steps, -a_steps, -b_steps], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        hi_a, hi_b, lo_a, lo_b = (int(v) for v in t.tolist())
+        if (hi_a, hi_b) != (-lo_a, -lo_b):
+            raise RuntimeError(f"ranks out of step: reference at {-lo_a}-{hi_a} steps, fix at {-lo_b}-{hi_b}")
+        return max(hi_a, hi_b)
+
+    def decide(self, problem: str) -> str:
+        """'' on every rank when no rank's outputs differ, else the first such rank's problem on every rank."""
+        return first_rank(problem) if agree_max(1.0 if problem else 0.0, self.device) else ""
 
 
 _HOST_GROUP: Any = None  # a gloo group: barriers that leave no kernel in the GPU timeline
@@ -139,7 +175,10 @@ def run_profile(job: dict, device: str, rank: int) -> dict:
 
 
 def run_check(job: dict, device: str, rank: int) -> dict:
-    from perflab.puzzles.engine import checker
+    """The fix checker on this rank: outputs of the first steps compared, then guard.time_guarded's timings (fresh
+    inputs before every sample, outputs compared after every one, each decision agreed across the ranks), the
+    speed-of-light refusal of any rank, and the fix re-profiled."""
+    from perflab.puzzles.engine import checker, guard
     from perflab.puzzles.engine.spec import load
 
     puzzle = load(Path(job["puzzle"]))
@@ -157,15 +196,16 @@ def run_check(job: dict, device: str, rank: int) -> dict:
     if not message:
         c = checker.check_correctness(ref, ref_state, fix, fix_state, device, seed, puzzle)
         message = "" if c.ok else c.message
-    messages = gather(message)
-    wrong = [(r, m) for r, m in enumerate(messages) if m]
-    out: dict[str, Any] = {"correct": not wrong,
-                           "message": f"rank {wrong[0][0]}: {wrong[0][1]}" if wrong else "", "seed": seed}
-    if wrong:
+    out: dict[str, Any] = {"correct": False, "message": first_rank(message), "seed": seed}
+    if out["message"]:
         return out
-    slow, fast = stats.time_interleaved(calibrated(ref, ref_state, device), calibrated(fix, fix_state, device),
-                                        int(job["reps"]), warmup=1)
-    out.update(slow_ms=slow, fixed_ms=fast)
+    timed = guard.time_guarded(ref, ref_state, fix, fix_state, device, int(job["reps"]), puzzle, seed,
+                               RankPairing(device))
+    out["message"] = timed.mismatch or first_rank(guard.refusal_of(ref, ref_state, fix, fix_state, device,
+                                                                   timed.fast))
+    if out["message"]:
+        return out
+    out.update(correct=True, slow_ms=timed.slow, fixed_ms=timed.fast)
     profile_job(fix, fix_state, device, _trace_path(job["traces"], rank), warmup=1, steps=int(job["steps"]),
                 with_stack=bool(job.get("with_stack")))
     return out
