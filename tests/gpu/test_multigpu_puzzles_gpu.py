@@ -10,6 +10,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() 
                                                   reason="needs 2 CUDA GPUs")]
 
 
+def distributed_size(puzzle) -> dict:
+    from perflab.puzzles.engine import runner
+
+    return dict(runner.load_module(puzzle.file("slow")).SIZE)
+
+
 def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
     from perflab.analysis.multigpu.collectives import collectives
     from perflab.puzzles.engine import catalog, replay
@@ -21,9 +27,11 @@ def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
     ev = replay.Evidence(tmp_path)
     traces = ev.ranks("slow")
     assert [t.rank for t in traces] == [0, 1]
-    for t in traces:  # one all-reduce of the whole bucket per step: 8 x 4096 x 4096 bf16
+    size = distributed_size(p)
+    bucket = size["layers"] * size["hidden"] ** 2 * 2
+    for t in traces:  # one all-reduce of the whole bucket per step: layers x hidden x hidden bf16
         ar = [c for c in collectives(t) if c["kind"] == "all_reduce" and c["step"] is not None and c["bytes"]]
-        assert len(ar) == 2 and {c["bytes"] for c in ar} == {8 * 4096 * 4096 * 2}
+        assert len(ar) == 2 and {c["bytes"] for c in ar} == {bucket}
     assert "comm-not-overlapped" in [f.id for f in ev.report("slow").findings]
     assert res.measurements["slow"]["median_ms"] > 0
 
