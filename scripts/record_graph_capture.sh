@@ -5,7 +5,7 @@
 # (scripts/record_stack_traces.py: graphed_decode_capture, block_module_reduce_overhead_cold,
 # hf_static_compiled_cold), runs the doctor on each, and says how many replays were priced from their capture
 # (analysis/steps/graph_capture.py). Everything lands packed in $OUT/graph_capture.tgz; the traces go to
-# tests/data/stacks/ (manifest.json -> manifest.capture.json) as fixtures for tests/test_graph_capture.py.
+# tests/data/stacks/ (manifest.json -> manifest.capture.json) as fixtures for tests/doctor/test_graph_capture.py.
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}
 BUDGET=${BUDGET:-400}

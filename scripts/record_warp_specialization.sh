@@ -51,8 +51,8 @@ if [ -f "$ART/measurements.json" ]; then
   log "CPU tests on the recording, gpu test"
   rm -rf src/perflab/catalog/69-warp-specialization/artifacts
   cp -r "$ART" src/perflab/catalog/69-warp-specialization/artifacts
-  timeout $(( $(left) / 2 )) python3 -m pytest -q -p no:cacheprovider -k "warp" tests/test_puzzle_ncu.py \
-    tests/test_puzzle_catalog.py tests/test_warp_specialization_puzzle.py tests/test_ncu_tensor_pipe_waits.py \
+  timeout $(( $(left) / 2 )) python3 -m pytest -q -p no:cacheprovider -k "warp" tests/catalog/test_puzzle_ncu.py \
+    tests/catalog/test_puzzle_catalog.py tests/catalog/test_warp_specialization_puzzle.py tests/ncu/test_ncu_tensor_pipe_waits.py \
     > "$W/tests.log" 2>&1
   echo "cpu tests exit $?" >> "$W/tests.log"
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_warp_specialization_gpu.py \

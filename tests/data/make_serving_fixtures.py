@@ -1,4 +1,4 @@
-"""Writes the serving-benchmark fixtures of tests/test_serving_doctor.py (run from the repo root:
+"""Writes the serving-benchmark fixtures of tests/doctor/test_serving_doctor.py (run from the repo root:
 python3 tests/data/make_serving_fixtures.py). A small simulated server (a decode step of DECODE_S for every
 running request, a prefill costing PER_TOKEN_S per prompt token, whole or in chunks of CHUNK tokens riding
 along with the decodes) serves 12 requests; the files are laid out as the benchmarks write them:

@@ -38,7 +38,7 @@ def test_exposed_allreduce_runs_on_two_gpus_with_one_trace_per_rank(tmp_path):
 
 def test_a_fix_that_caches_its_first_gradient_is_refused_on_two_gpus(tmp_path):
     """Issue 27 at full size with NCCL: the mean gradients are ~1e-8 there, and the puzzle's atol (1e-9) still sees
-    a stale one after the first refill of fresh inputs (tests/test_rank_guard.py: the same on gloo)."""
+    a stale one after the first refill of fresh inputs (tests/engine/test_rank_guard.py: the same on gloo)."""
     from test_rank_guard import CACHES_ITS_FIRST_OUTPUT, solution_with_step
 
     from perflab.puzzles.engine import catalog

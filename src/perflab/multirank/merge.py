@@ -5,7 +5,7 @@ group inside a step matched across ranks (analysis/multigpu/collectives.py: the 
 kernel, that duration is the transfer, every other rank's extra time is waiting), each rank's waits and how
 much of them no compute hid (from the uncovered stretches of its collectives), the per-rank table, the
 straggler, then the job's rules (summary.JOB_RULE_MODULES) on the report's rank and its own findings (from its
-report), in the order and with the numbers the single-process doctor gives (tests/test_multirank_merge.py holds
+report), in the order and with the numbers the single-process doctor gives (tests/multigpu/test_multirank_merge.py holds
 them equal).
 Memory: the summaries, which grow with the collectives, never with the events.
 """

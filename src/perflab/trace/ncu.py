@@ -234,7 +234,7 @@ def _load_rep_as_csv(path: Path, target: Path, no_module: bool) -> NcuProfile:
 
 # NVIDIA's ncu-report wheels (2026.3.1 on PyPI, cp37-abi3): manylinux_2_25 x86_64 and aarch64, win_amd64,
 # win_arm64, macosx_13_0 x86_64 and arm64 (macOS 13 = Darwin 22); no sdist. pyproject.toml's dependency
-# carries the same marker (tests/test_install_conventions.py holds them together).
+# carries the same marker (tests/cli/test_install_conventions.py holds them together).
 NCU_REPORT = "ncu-report>=2026.3.1"
 NCU_REPORT_MARKER = ("platform_python_implementation == 'CPython' and ("
                      "(sys_platform == 'linux' and (platform_machine == 'x86_64' or platform_machine == 'aarch64')) or "

@@ -9,7 +9,7 @@
   uniform in the tensor's current [min, max]. A workload whose inputs need other values (token ids over the
   vocabulary, a pool of texts, a skewed routing, data drawn per rank) defines `refill(state, seed)`, which the
   guard calls on both states instead (helpers: perflab.workloads.fresh). `INPUTS = ()` says the step has
-  none the guard can refill (a comment in the workload says why); tests/test_catalog_inputs.py makes every
+  none the guard can refill (a comment in the workload says why); tests/engine/test_catalog_inputs.py makes every
   catalog workload decide.
 - Outputs compared on every repetition, not only the first: after each pair of samples the side that ran fewer
   steps (each side repeats its step as often as its own speed needs) runs untimed steps until both have run
