@@ -29,7 +29,10 @@ def screen(ts: np.ndarray, dur: np.ndarray, annotation: np.ndarray | None = None
     with np.errstate(invalid="ignore"):
         bad_ts = ~np.isfinite(ts)
         if not bad_ts.all():
-            bad_ts |= np.abs(ts - np.median(ts[~bad_ts])) > MAX_OFFSET_US
+            finite_ts = ts[~bad_ts]
+            # the median lies between the extremes: when they are close, no start is far from it (no median)
+            if float(finite_ts.max() - finite_ts.min()) > MAX_OFFSET_US:
+                bad_ts |= np.abs(ts - np.median(finite_ts)) > MAX_OFFSET_US
         nan = ~bad_ts & np.isnan(dur)
         inf = ~bad_ts & np.isinf(dur)
         finite = ~bad_ts & np.isfinite(dur)
