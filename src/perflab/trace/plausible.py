@@ -28,13 +28,15 @@ def screen(ts: np.ndarray, dur: np.ndarray, annotation: np.ndarray | None = None
     """(mask of the plausible events, {reason: count} for the others); `annotation` marks user annotations."""
     with np.errstate(invalid="ignore"):
         bad_ts = ~np.isfinite(ts)
-        if not bad_ts.all():
-            bad_ts |= np.abs(ts - np.median(ts[~bad_ts])) > MAX_OFFSET_US
+        starts = ts[~bad_ts]
+        # the median lies between the extremes: when they are close, no start is far from it (no median)
+        if starts.size and float(starts.max() - starts.min()) > MAX_OFFSET_US:
+            bad_ts |= np.abs(ts - np.median(starts)) > MAX_OFFSET_US
+            starts = ts[~bad_ts]
         nan = ~bad_ts & np.isnan(dur)
         inf = ~bad_ts & np.isinf(dur)
         finite = ~bad_ts & np.isfinite(dur)
         negative = finite & (dur < 0)
-        starts = ts[~bad_ts]
         limit = max(2.0 * float(starts.max() - starts.min()), MIN_LIMIT_US) if starts.size > 1 else np.inf
         too_long = finite & (dur > limit)
         if annotation is not None:

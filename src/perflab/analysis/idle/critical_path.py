@@ -121,7 +121,6 @@ def _walk(trace: Trace, rows: np.ndarray, g: _Graph) -> CriticalPath:
     end_a = ts_a + np.nan_to_num(trace.dur[rows], nan=0.0)
     preds = _predecessors(trace, g, rows, ts_a, end_a, gpu_a)
     choice = _latest(preds, end_a, gpu_a).tolist()
-    ts, end, gpu_mask = ts_a.tolist(), end_a.tolist(), gpu_a.tolist()
     cur = int(np.argmax(end_a))
     path = [cur]
     seen = {cur}
@@ -133,34 +132,44 @@ def _walk(trace: Trace, rows: np.ndarray, g: _Graph) -> CriticalPath:
             left = [p for p in preds[cur].tolist() if p >= 0 and p not in seen]
             if not left:
                 break
-            nxt = max(left, key=lambda p: (end[p], gpu_mask[p]))
+            nxt = max(left, key=lambda p: (float(end_a[p]), bool(gpu_a[p])))
         cur = nxt
         path.append(cur)
         seen.add(cur)
     path.reverse()
-    lanes: dict[str, float] = {}
-    kinds: dict[str, float] = {}
-    on_path: dict[int, tuple[float, float]] = {}
-    waiting = 0.0
-    covered_to = ts[path[0]]
-    rows_l = rows.tolist()
     at = np.asarray(path)
-    lane_names = [f"stream {stream}" if on_gpu else f"thread {tid}" for stream, tid, on_gpu in
-                  zip(trace.stream[rows[at]].tolist(), trace.tid[rows[at]].tolist(), gpu_a[at].tolist())]
-    kind_names = [_KINDS.get(k, "host") for k in trace.kind[rows[at]].tolist()]
-    for i, lane, kind in zip(path, lane_names, kind_names):
-        start = max(ts[i], covered_to)
-        if ts[i] > covered_to:
-            waiting += ts[i] - covered_to
-        took = max(0.0, end[i] - start)
-        lanes[lane] = lanes.get(lane, 0.0) + took
-        kinds[kind] = kinds.get(kind, 0.0) + took
-        if took > 0:
-            on_path[rows_l[i]] = (float(start), float(end[i]))
-        covered_to = max(covered_to, end[i])
-    return CriticalPath(rows=[rows_l[i] for i in path], span_us=float(end[path[-1]] - ts[path[0]]), by_lane=lanes,
-                        waiting_us=float(waiting), gpu_rows={rows_l[i] for i in path if gpu_mask[i]}, by_kind=kinds,
-                        on_path=on_path)
+    rows_p, ts_p, end_p, gpu_p = rows[at], ts_a[at], end_a[at], gpu_a[at]
+    # the Python walk's running sums, by array passes in path order (accumulate adds left to right, as it did):
+    # each event runs on the path from the later of its start and the end of all before it, to its end
+    covered = np.fmax.accumulate(np.concatenate(([ts_p[0]], end_p[:-1])))
+    start = np.where(covered > ts_p, covered, ts_p)
+    gap = ts_p - covered
+    waiting = 0.0 + float(np.add.accumulate(np.where(gap > 0, gap, 0.0))[-1])
+    took = end_p - start
+    took = np.where(took > 0, took, 0.0)
+    lane_key = np.where(gpu_p, trace.stream[rows_p], trace.tid[rows_p])
+    lanes = _sums_in_order(took, gpu_p.astype(np.int64), lane_key,
+                           lambda on_gpu, k: f"stream {k}" if on_gpu else f"thread {k}")
+    kinds = _sums_in_order(took, trace.kind[rows_p].astype(np.int64), None, lambda k, _: _KINDS.get(k, "host"))
+    held = took > 0
+    on_path = dict(zip(rows_p[held].tolist(), zip(start[held].tolist(), end_p[held].tolist())))
+    rows_l = rows_p.tolist()
+    return CriticalPath(rows=rows_l, span_us=float(end_p[-1] - ts_p[0]), by_lane=lanes, waiting_us=waiting,
+                        gpu_rows=set(rows_p[gpu_p].tolist()), by_kind=kinds, on_path=on_path)
+
+
+def _sums_in_order(values: np.ndarray, a: np.ndarray, b: np.ndarray | None, name) -> dict[str, float]:
+    """Per name (name(a, b) of each element's key), the sum of its `values` added left to right, names in the order
+    they first appear: the dict the walk filled one event at a time."""
+    ua, ia = np.unique(a, return_inverse=True)
+    ub, ib = np.unique(b if b is not None else np.zeros_like(a), return_inverse=True)
+    codes, inverse = np.unique(ia.ravel() * ub.size + ib.ravel(), return_inverse=True)
+    names = [name(int(ua[c // ub.size]), int(ub[c % ub.size])) for c in codes.tolist()]
+    distinct = list(dict.fromkeys(names))
+    label = np.array([distinct.index(n) for n in names], dtype=np.int64)[inverse.ravel()]
+    ids, first = np.unique(label, return_index=True)
+    return {distinct[i]: 0.0 + float(np.add.accumulate(values[label == i])[-1])
+            for i in ids[np.argsort(first)].tolist()}
 
 
 def _latest_gpu_before(t: np.ndarray, gpu_by_end: np.ndarray, gpu_ends: np.ndarray, lanes: np.ndarray,

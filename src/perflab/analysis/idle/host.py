@@ -140,14 +140,16 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
     rows = rows[trace.tid[rows] == tid]
     order = np.argsort(-(hi - lo), kind="stable")[:max_gaps]
     ts, end, dur = trace.ts[rows], trace.end[rows], trace.dur[rows]
+    near = _Near(ts, dur)
     amount: dict[int, float] = {}
     exemplar: dict[int, int] = {}
     rest = []
     for g in order.tolist():
         a, b = float(lo[g]), float(hi[g])
         span = b - a
-        cover = np.minimum(end, b) - np.maximum(ts, a)
-        cand = np.flatnonzero(cover >= MAJORITY * span)
+        look = near(a, b)
+        cover = np.minimum(end[look], b) - np.maximum(ts[look], a)
+        cand = look[cover >= MAJORITY * span]
         if cand.size == 0:
             rest.append(g)
             continue
@@ -164,6 +166,33 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
             exemplar.setdefault(name, r)
     names = sorted(amount, key=lambda k: -amount[k])[:top]
     return [(exemplar[k], amount[k]) for k in names]
+
+
+class _Near:
+    """The ops (indices, ascending) that can overlap [a, b]: all of them for a few ops; else the longest ones
+    (fewer than _LONG) and those no longer than the rest that start within twice that length before a
+    (a margin, so rounding never drops one) up to b. A superset of the overlapping ones, in their own order."""
+
+    def __init__(self, ts: np.ndarray, dur: np.ndarray) -> None:
+        self.all = np.arange(ts.size)
+        if ts.size <= 4 * _LONG:
+            self.limit = None
+            return
+        self.limit = float(np.partition(dur, ts.size - _LONG)[ts.size - _LONG])
+        self.long = np.flatnonzero(~(dur <= self.limit))
+        short = np.flatnonzero(dur <= self.limit)
+        order = np.argsort(ts[short], kind="stable")
+        self.short, self.short_ts = short[order], ts[short][order]
+
+    def __call__(self, a: float, b: float) -> np.ndarray:
+        if self.limit is None:
+            return self.all
+        i = int(np.searchsorted(self.short_ts, a - 2 * self.limit, side="left"))
+        j = int(np.searchsorted(self.short_ts, b, side="right"))
+        return np.sort(np.concatenate((self.long, self.short[i:j])))
+
+
+_LONG = 1024
 
 
 def _call_durations(trace: Trace, name: str) -> np.ndarray:

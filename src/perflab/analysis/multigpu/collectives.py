@@ -82,13 +82,18 @@ def _collectives(trace: Trace) -> list[dict]:
     at = np.searchsorted(steps.start, when, side="right") - 1 if len(steps) else np.full(rows.size, -1)
     within = ((at >= 0) & (when < steps.end[np.maximum(at, 0)])).tolist() if len(steps) else [False] * rows.size
     step_of = steps.number[np.maximum(at, 0)].tolist() if len(steps) else [None] * rows.size
+    launch_ts = trace.ts[np.maximum(launches, 0)]
+    # per kernel, the last host record that starts by its launch (where the search for one around it begins)
+    last_before = (np.searchsorted(host_ts, launch_ts, side="right") - 1 if host else launches).tolist()
+    host_starts = host_ts.tolist()
     out = []
-    for row, corr, launch, name_id, stream, ts, dur, k, inside in zip(
-            rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), trace.name[rows].tolist(),
-            trace.stream[rows].tolist(), trace.ts[rows].tolist(), trace.dur[rows].tolist(), step_of, within):
+    for row, corr, launch, t, i, name_id, stream, ts, dur, k, inside in zip(
+            rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), launch_ts.tolist(), last_before,
+            trace.name[rows].tolist(), trace.stream[rows].tolist(), trace.ts[rows].tolist(),
+            trace.dur[rows].tolist(), step_of, within):
         rec = by_corr.get(corr)
-        if rec is None and host:
-            rec = _enclosing(host, host_ts, trace, launch, longest)
+        if rec is None and host and launch >= 0:
+            rec = _enclosing(host, host_starts, t, i, longest)
         name = trace.names[name_id]
         kernel_kind = kernel_collective_kind(name)
         kind = collective_kind_cached(rec.collective) if rec else None
@@ -106,16 +111,13 @@ def _collectives(trace: Trace) -> list[dict]:
     return out
 
 
-def _enclosing(host: list, host_ts: np.ndarray, trace: Trace, launch: int, longest: float):
-    """The host-side record (record_param_comms or nccl:* range) around the kernel's launch.
+def _enclosing(host: list, host_starts: list, t: float, i: int, longest: float):
+    """The host-side record (record_param_comms or nccl:* range) around a kernel's launch at t; `i`: the last
+    record that starts by t.
 
     Only records that start within `longest` (the longest record) before the launch can enclose it."""
-    if launch < 0:
-        return None
-    t = float(trace.ts[launch])
-    i = int(np.searchsorted(host_ts, t, side="right")) - 1
     best = None
-    while i >= 0 and host_ts[i] >= t - longest:
+    while i >= 0 and host_starts[i] >= t - longest:
         r = host[i]
         if r.ts <= t <= r.end and (best is None or (best.source != "record_param_comms" and
                                                     r.source == "record_param_comms")):
@@ -154,6 +156,8 @@ def match_across_ranks(traces: list[Trace]) -> list[dict]:
 
     Sets `transfer_us` and `wait_us` on each rank's collective dicts (the fields of `collectives`)."""
     groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    if len({t.rank for t in traces}) < 2:  # one rank: nothing to match
+        return []
     for t in traces:
         counters: dict = defaultdict(int)
         for c in collectives(t):

@@ -206,5 +206,7 @@ def exposed_fractions(colls: list[dict], compute: tuple[np.ndarray, np.ndarray])
     judged = np.array([c.get("judged_us") or c["dur_us"] for c in colls])
     start = end - judged
     hidden = covered(end) - covered(start) if s.size else np.zeros(len(colls))
-    for c, j, h in zip(colls, judged, hidden):
-        c["exposed_frac"] = float(np.clip(1.0 - h / j, 0.0, 1.0)) if j > 0 else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(judged > 0, np.clip(1.0 - hidden / judged, 0.0, 1.0), 1.0)
+    for c, f in zip(colls, frac.tolist()):
+        c["exposed_frac"] = f

@@ -11,6 +11,7 @@ others the work of the op that captured them), `no_op` (launched outside the pro
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -191,8 +192,11 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
             g.kernel, g.kernel_us = trace.name_of(longest), float(dur[longest])
             g.grid, g.block = int(trace.grid[longest]), int(trace.block[longest])
     host_link = _host_copies(trace, copies)
-    for r in copies[~np.isin(copies, host_link)].tolist():
-        _copy_group(trace, r, groups, unmodelled)
+    device_copies = copies[~np.isin(copies, host_link)]
+    for r, name_id, nbytes, us, kind in zip(device_copies.tolist(), trace.name[device_copies].tolist(),
+                                            trace.nbytes[device_copies].tolist(), trace.dur[device_copies].tolist(),
+                                            trace.kind[device_copies].tolist()):
+        _copy_group(r, trace.names[name_id], float(nbytes), float(us), kind == MEMCPY, groups, unmodelled)
     total = float(dur[rows].sum() - dur[host_link].sum()) if rows.size else 0.0
     shaped = bool((trace.shape >= 0).any())
     for slot in unmodelled.values():
@@ -265,17 +269,14 @@ def _host_copies(trace: Trace, copies: np.ndarray) -> np.ndarray:
     return memcpy[np.isin(trace.name[memcpy], over_link)]
 
 
-def _copy_group(trace: Trace, r: int, groups: dict, unmodelled: dict) -> None:
-    """A memcpy/memset row: device-side bytes (D2D reads and writes them) from the trace's own byte count.
-    Host<->device copies travel over the host link, not device memory: the copy rules judge them (the caller
-    leaves them out)."""
-    name = trace.name_of(r)
-    nbytes = float(trace.nbytes[r])
-    us = float(trace.dur[r])
-    if not np.isfinite(nbytes) or nbytes < 0:
+def _copy_group(r: int, name: str, nbytes: float, us: float, memcpy: bool, groups: dict, unmodelled: dict) -> None:
+    """A memcpy/memset row (`r`, with its name, bytes and µs): device-side bytes (D2D reads and writes them) from the
+    trace's own byte count. Host<->device copies travel over the host link, not device memory: the copy rules judge
+    them (the caller leaves them out)."""
+    if not math.isfinite(nbytes) or nbytes < 0:
         _unmodelled(unmodelled, "no_bytes", name, us, 1)
         return
-    moved = nbytes * (2.0 if trace.kind[r] == MEMCPY else 1.0)
+    moved = nbytes * (2.0 if memcpy else 1.0)
     key = (name, -1, -1, nbytes, "memory")   # one group per copy size: a chain follows copies by their bytes
     g = groups.get(key)
     if g is None:
