@@ -60,7 +60,7 @@ def cluster(tmp: Path, workers: int = 2):
 
 
 def _job(tmp: Path, ranks: int, layers: int = 20) -> Path:
-    from tests.test_multigpu import _folder, _rank
+    from test_multigpu import _folder, _rank
 
     late = ranks - 1
     return _folder(tmp, [_rank(r, ranks, layers=layers, steps=4, **({"host_us": 6000.0} if r == late else
@@ -75,7 +75,7 @@ def _doctor(folder: Path, address: str, tmp: Path) -> subprocess.Popen:
 
 
 def _same_as_single_process(out: str, folder: Path, ranks: int) -> dict:
-    from tests.test_multirank_merge import assert_same
+    from test_multirank_merge import assert_same
 
     report = json.loads(out)
     assert report["source"]["folder"]["ranks_read"] == list(range(ranks))

@@ -73,7 +73,7 @@ def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
 def test_each_trace_is_read_once_when_the_report_rank_is_the_first_file(tmp_path, monkeypatch, rank, reads):
     """The lowest rank's report is made in the summaries' pass; a named rank's trace is read a second time."""
     from perflab.multirank import diagnose_folder, tasks
-    from tests.test_multigpu import _folder, _rank
+    from test_multigpu import _folder, _rank
 
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFLAB_WORKERS", "0")

@@ -87,7 +87,7 @@ def test_another_rank_and_one_step_of_the_real_job():
 
 
 def _planted(tmp_path) -> Path:
-    from tests.test_multigpu import _folder, _rank
+    from test_multigpu import _folder, _rank
 
     folder = _folder(tmp_path, [_rank(0, 3, wait_us=5000.0), _rank(1, 3, wait_us=4000.0), _rank(2, 3, host_us=5000.0)])
     (folder / "rank3.trace.json").write_text('{"traceEvents": [{"name": "x", "ph": "X", "ts": 1')  # cut short
@@ -110,7 +110,7 @@ def test_a_straggler_and_files_that_are_no_rank(tmp_path):
 
 
 def test_exposed_allreduce_and_its_overlapped_fix(tmp_path):
-    from tests.test_multigpu import _folder, _rank
+    from test_multigpu import _folder, _rank
 
     for name, overlap in (("slow", False), ("fixed", True)):
         folder = _folder(tmp_path / name, [_rank(r, 2, comm_us=2500.0, overlap=overlap) for r in (0, 1)])
@@ -135,7 +135,7 @@ def test_a_second_run_reads_only_summaries(tmp_path, monkeypatch):
 
 
 def test_a_changed_file_is_read_again(tmp_path):
-    from tests.test_multigpu import _folder, _rank
+    from test_multigpu import _folder, _rank
 
     folder = _folder(tmp_path, [_rank(0, 2, wait_us=5000.0), _rank(1, 2, host_us=5000.0)])
     assert _plain(diagnose_folder(str(folder)))["analyses"]["multigpu"]["straggler"] == 1
@@ -159,7 +159,7 @@ PIPELINE = Path(__file__).parents[1] / "data" / "multigpu" / "h200x4-pipeline-bu
 
 @pytest.mark.parametrize("rank", [0, 1, 3])
 def test_pipeline_stages_are_read_across_ranks_in_the_merge(tmp_path, rank):
-    from tests.test_pipeline_bubble import _job
+    from test_pipeline_bubble import _job
 
     merged, single = _both(_job(tmp_path, stages=4, micro_batches=2), rank=rank)
     assert "pipeline-bubble" in {f["id"] for f in merged["findings"]}
@@ -175,7 +175,7 @@ def test_the_recorded_pipeline_job(kind):
 
 
 def test_comm_below_roof_judges_the_last_arriving_rank_in_the_merge(tmp_path):
-    from tests.test_comm_roof import BIG, _folder, _rank
+    from test_comm_roof import BIG, _folder, _rank
 
     slow = _folder(tmp_path / "slow", [_rank(r, comm=[(BIG, 2000.0)]) for r in (0, 1)])
     merged, single = _both(slow)
