@@ -7,14 +7,18 @@ on Dask (engine.py), each rank's summary cached by content (store.py), and the m
 """
 from __future__ import annotations
 
-from perflab.doctor.finding import Report
-from perflab.multirank.engine import Engine, Progress, plan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # the package stays light: `perflab doctor FILE` asks multirank.store whether FILE is a URL
+    from perflab.doctor.finding import Report
+    from perflab.multirank.engine import Progress
 
 
 def diagnose_folder(folder: str, *, rank: int | None = None, step: int | None = None, scheduler: str | None = None,
                     progress: Progress | None = None, on_plan=None) -> Report:
     """The doctor's report on a folder of per-rank traces (local path or fsspec URL), as
     perflab.doctor.diagnose gives it, computed one rank at a time. `on_plan(plan)`: told where it runs."""
+    from perflab.multirank.engine import Engine, plan
     from perflab.multirank.merge import merge_job
     from perflab.multirank.store import list_folder
 
