@@ -17,12 +17,15 @@ import sys
 from pathlib import Path
 
 import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))   # perflab, from this tree
 import _common  # noqa: E402
-from perflab.workloads.tile_order import grouped_tile  # noqa: E402  (the GEMM puzzles' tile order, one copy)
+from perflab.workloads import siblings  # noqa: E402
+
+# the kernel is the catalog puzzle's (69-warp-specialization, one copy); the variants here add other tiles/stages
+_w = siblings.load(None, "69-warp-specialization")
+matmul_tma = _w.matmul_tma
 
 NAME = "matmul_tma"
 VARIANTS = ("slow", "fast", "slow_s4", "fast_s4", "slow_n128", "fast_n128", "cublas")
@@ -33,35 +36,13 @@ SIZES = {"4096": {"m": 4096, "n": 4096, "k": 4096}, "8192": {"m": 8192, "n": 819
          "8192x8192x1024": {"m": 8192, "n": 8192, "k": 1024}}
 DEFAULT = "8192"
 TOL = (2e-2, 2e-2)
-BM, BK, GROUP = 128, 64, 8
-
-
-@triton.jit
-def matmul_tma(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-               GROUP: tl.constexpr, WS: tl.constexpr, STAGES: tl.constexpr):
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP)
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in tl.range(0, tl.cdiv(K, BK), num_stages=STAGES, warp_specialize=WS):
-        a = a_desc.load([pid_m * BM, k * BK])
-        b = b_desc.load([pid_n * BN, k * BK])
-        acc = tl.dot(a, b.T, acc)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
-
-
-def _alloc(size: int, alignment: int, stream):
-    import torch
-
-    return torch.empty(size, device="cuda", dtype=torch.int8)
+BM, BK, GROUP = _w.BM, _w.BK, _w.GROUP   # the puzzle's tile height, K step and tile-row group
 
 
 def setup(device: str, seed: int, m: int, n: int, k: int) -> dict:
     import torch
 
-    triton.set_allocator(_alloc)            # device-side tensor descriptors need a scratch allocation
+    triton.set_allocator(_w._scratch)   # device-side tensor descriptors need a scratch allocation
     gen = torch.Generator(device=device).manual_seed(int(seed))
     a = torch.randn(m, k, generator=gen, device=device).to(torch.bfloat16)
     b = torch.randn(n, k, generator=gen, device=device).to(torch.bfloat16)
