@@ -12,7 +12,6 @@ run with and one without say what stream priority changes. On the CPU (gloo) it 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -32,14 +31,6 @@ VARIANTS = {
     "76-ring-attention": [{}, {"positions": 4096}, {"positions": 8192, "batch": 1}],
     "77-expert-skew": [{}, {"hidden": 4096, "inner": 16384}, {"tokens": 32768}],
 }
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def patch(mods, change: dict) -> dict:
@@ -80,8 +71,10 @@ def timed(mod, state, device, steps: int) -> float:
 def one(folder: str, change: dict, device: str, rounds: int) -> dict:
     import torch
 
-    slow = load(CATALOG / folder / "workload.py", f"v_{folder}_slow")
-    fix = load(CATALOG / folder / "solution.py", f"v_{folder}_fix")
+    from perflab.puzzles.engine.runner import load_module
+
+    slow = load_module(CATALOG / folder / "workload.py")      # a fresh module each: their SIZE is patched
+    fix = load_module(CATALOG / folder / "solution.py")
     saved = patch([slow, fix], change)
     try:
         a, b = slow.setup(device, 0), fix.setup(device, 0)
