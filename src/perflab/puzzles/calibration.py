@@ -200,7 +200,10 @@ def calibrate(puzzle: Any) -> Row:
             return row
     elif planted in SERVING_IDS and (ev.folder / "serving.json").is_file():
         row.level = "serving"
-        finding, row.note = _pick(_serving_report(ev.folder / "serving.json").findings, planted, puzzle.taxonomy)
+        from perflab.doctor.serving import diagnose_serving   # serving.json's slow variant, as `perflab doctor` reads it
+
+        finding, row.note = _pick(diagnose_serving(ev.folder / "serving.json", "slow").findings, planted,
+                                  puzzle.taxonomy)
     else:
         finding, row.note = _pick(ev.report("slow").findings, planted, puzzle.taxonomy)
     if finding is None:
@@ -208,18 +211,6 @@ def calibrate(puzzle: Any) -> Row:
         return row
     _fill(row, finding)
     return row
-
-
-def _serving_report(path: Any) -> Any:
-    """The serving doctor on the slow variant's engine log (serving.json), as `perflab doctor serving.json` reads it."""
-    import json
-
-    from perflab.analysis.engines.serving_stalls import from_engine_log
-    from perflab.doctor.serving import report
-
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    return report(from_engine_log(doc["variants"]["slow"]["log"]), {"kind": "serving", "path": str(path)},
-                  doc.get("analytic"))
 
 
 def calibrate_catalog(puzzles: list[Any]) -> Summary:
