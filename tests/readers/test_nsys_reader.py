@@ -41,7 +41,7 @@ def test_every_schema_generation_reads_to_the_same_rows(tmp_path, era):
     assert api == {"cudaMemcpy", "cudaLaunchKernel", "cudaMemsetAsync", "cudaDeviceSynchronize"}  # no _v7000
     assert trace.meta["device_properties"][0]["numSms"] == 132
     # every GPU row is linked to the call that launched it
-    from perflab.analysis.multigpu.links import launch_of
+    from perflab.analysis.steps.links import launch_of
 
     gpu = np.flatnonzero(np.isin(trace.kind, (KERNEL, MEMCPY, MEMSET)))
     assert (launch_of(trace)[gpu] >= 0).all()
@@ -161,7 +161,7 @@ def test_several_processes_become_ranks_with_their_own_correlation_ids(tmp_path)
     ranks = nsys.load_ranks(path)
     assert [t.meta["pid"] for t in ranks] == [200, 100]          # most GPU time first
     assert [t.meta["device_name"] for t in ranks] == ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]
-    from perflab.analysis.multigpu.links import launch_of
+    from perflab.analysis.steps.links import launch_of
 
     for t, kernel in zip(ranks, ("rank1_kernel", "rank0_kernel")):
         k = np.flatnonzero(t.kind == KERNEL)

@@ -88,7 +88,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     """The doctor's report on one rank of `traces`; `context`: a doctor.context.Context already built for it (its
     analyses are then computed once for the caller and the doctor)."""
     from perflab.analysis.steps.compile_work import compile_work
-    from perflab.analysis.multigpu.links import gpu_rows
+    from perflab.analysis.steps.links import gpu_rows
     from perflab.doctor import steady_state
     from perflab.doctor.context import Context
     from perflab.doctor.registry import run_rules

@@ -58,7 +58,7 @@ def summarize_file(path: Path, *, step: int | None = None, name: str | None = No
 def summarize_trace(trace: Trace, *, step: int | None = None, with_report: bool = False) -> tuple[dict, dict | None]:
     from perflab.analysis.steps.compile_work import compile_work
     from perflab.analysis.reports.hta_breakdown import idle_time_breakdown, step_symbols, temporal_breakdown
-    from perflab.analysis.multigpu.links import gpu_rows
+    from perflab.analysis.steps.links import gpu_rows
     from perflab.analysis.steps.records import trace_notes
     from perflab.analysis.steps.windows import step_times, trace_origin
     from perflab.doctor import plain, rank_analyses, report_source, steady_state

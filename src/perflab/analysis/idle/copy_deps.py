@@ -23,7 +23,7 @@ import json
 import numpy as np
 
 from perflab.analysis.idle.intervals import Coverage
-from perflab.analysis.multigpu.links import launch_of
+from perflab.analysis.steps.links import launch_of
 from perflab.analysis.idle.syncs import sync_rows
 from perflab.trace.model import CPU_OP, Trace
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import launch_of, match
+from perflab.analysis.steps.links import launch_of, match
 from perflab.analysis.idle.syncs import is_sync_call
 from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 

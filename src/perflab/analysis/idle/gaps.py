@@ -38,7 +38,7 @@ from perflab.analysis.idle.gap_model import (ALLOC, CAUSES, COPY, HOST, INPUT, L
                                         GapAnalysis, merge_parts)
 from perflab.analysis.idle.host import dataloader, host_work, memcpy_calls, profiler_bookkeeping
 from perflab.analysis.idle.intervals import Coverage, merge
-from perflab.analysis.multigpu.links import gpu_rows, launch_of, launch_rows
+from perflab.analysis.steps.links import gpu_rows, launch_of, launch_rows
 from perflab.analysis.idle.syncs import sync_rows
 from perflab.analysis.idle.waits import waiting
 from perflab.analysis.steps.windows import Windows, per_windows

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from perflab.analysis.idle.intervals import Coverage, difference
-from perflab.analysis.multigpu.links import launch_rows
+from perflab.analysis.steps.links import launch_rows
 from perflab.trace.model import CPU_OP, PYTHON, RUNTIME, STEP_RE, Trace, USER_ANNOTATION, distinct
 
 _DATALOADER = re.compile(r"DataLoader|dataloader|_DataLoaderIter|data_loader", re.I)

@@ -10,7 +10,7 @@ import numpy as np
 
 from perflab.analysis.idle.intervals import Coverage
 from perflab.analysis.work.kernels import TYPES, row_types
-from perflab.analysis.multigpu.links import gpu_rows
+from perflab.analysis.steps.links import gpu_rows
 from perflab.analysis.steps.windows import Windows, step_times, trace_origin
 from perflab.trace.model import Trace, distinct
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import launch_of
+from perflab.analysis.steps.links import launch_of
 from perflab.analysis.steps.windows import Windows, per_windows, profiler_steps
 from perflab.trace.model import KERNEL, Trace, distinct
 

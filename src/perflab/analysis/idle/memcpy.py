@@ -8,7 +8,7 @@ import numpy as np
 from perflab.analysis.idle.copy_deps import copy_dependencies
 from perflab.analysis.idle.intervals import length, overlap_length
 from perflab.analysis.work.kernels import first_match, window_gpu_rows
-from perflab.analysis.multigpu.links import launch_of, launch_rows
+from perflab.analysis.steps.links import launch_of, launch_rows
 from perflab.analysis.idle.syncs import sync_rows
 from perflab.analysis.steps.windows import Windows, per_windows
 from perflab.trace.model import KERNEL, MEMCPY, Trace, distinct

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.analysis.idle.intervals import Coverage, merge
-from perflab.analysis.multigpu.links import gpu_rows
+from perflab.analysis.steps.links import gpu_rows
 from perflab.analysis.steps.windows import Windows, profiler_steps, trace_origin
 from perflab.trace.model import KERNEL, Trace, distinct
 

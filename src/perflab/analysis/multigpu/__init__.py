@@ -1,1 +1,1 @@
-"""Several GPUs: collectives, their sizes and bus bandwidth against the interconnect, links, pipeline stages."""
+"""Several GPUs: collectives, their sizes and bus bandwidth against the interconnect, pipeline stages."""

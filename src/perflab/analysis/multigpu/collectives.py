@@ -32,7 +32,7 @@ from perflab.analysis.multigpu.collective_sizes import (  # collective_kind: par
 )
 from perflab.analysis.idle.intervals import length, overlap_length
 from perflab.analysis.work.kernels import TYPES, row_types
-from perflab.analysis.multigpu.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.idle.overlap import overlaps
 from perflab.analysis.steps.windows import (
     Windows,

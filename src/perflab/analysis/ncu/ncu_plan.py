@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import launch_of
+from perflab.analysis.steps.links import launch_of
 from perflab.analysis.steps.windows import profiler_steps
 from perflab.trace.model import KERNEL, Trace
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import match
+from perflab.analysis.steps.links import match
 from perflab.trace.model import Trace, distinct
 
 CONSECUTIVE_KERNEL_DELAY_US = 30

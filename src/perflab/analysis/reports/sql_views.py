@@ -101,7 +101,7 @@ class TraceDB:
         return self.con.sql(sql)
 
     def _register(self, rank: int, t: Trace) -> None:
-        from perflab.analysis.multigpu.links import launch_of, launch_rows
+        from perflab.analysis.steps.links import launch_of, launch_rows
         from perflab.analysis.idle.memcpy import direction, is_pageable
         from perflab.analysis.idle.syncs import sync_rows
         from perflab.analysis.steps.windows import profiler_steps

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 
 MIN_REPLAYS = 3
 LONG_PERIOD = 2.0      # a period this many times the median holds more than a step

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import launch_of, launch_rows
+from perflab.analysis.steps.links import launch_of, launch_rows
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, RUNTIME, USER_ANNOTATION, Trace
 
 _BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture\w*$")

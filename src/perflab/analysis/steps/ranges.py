@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.analysis.idle.intervals import length
-from perflab.analysis.multigpu.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.steps.windows import Windows
 from perflab.trace.model import STEP_RE, USER_ANNOTATION, Trace
 

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import launch_of
+from perflab.analysis.steps.links import launch_of
 from perflab.trace.model import KERNEL, RUNTIME, Trace
 
 _KERNEL_LAUNCH = re.compile(r"(cuda|cu|hip)Launch(Kernel|CooperativeKernel)\w*")
@@ -87,6 +87,6 @@ def trace_notes(trace: Trace) -> list[str]:
         if why:
             notes.insert(0, f"no GPU activity in this capture: {why}")
     # with no GPU record at all the GPU was not recorded (analysis/steps/recording.py says so), not cut short
-    from perflab.analysis.multigpu.links import gpu_rows
+    from perflab.analysis.steps.links import gpu_rows
 
     return notes + (record_notes(trace) if len(trace) and gpu_rows(trace).size else [])

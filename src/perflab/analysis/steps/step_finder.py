@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perflab.analysis.multigpu.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.idle.wait_names import is_wait
 from perflab.trace.model import CPU_OP, PYTHON, STEP_RE, USER_ANNOTATION, Trace
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perflab.analysis.idle.intervals import merge
-from perflab.analysis.multigpu.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.steps.records import records_end
 from perflab.errors import PerflabError
 from perflab.trace.model import CPU_OP, OTHER, STEP_RE, USER_ANNOTATION, Trace

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from perflab.analysis.work.kernels import TYPES, row_types, window_gpu_rows
-from perflab.analysis.multigpu.links import launch_of, match
+from perflab.analysis.steps.links import launch_of, match
 from perflab.analysis.steps.windows import Windows, profiler_steps
 from perflab.trace.model import CPU_OP, KERNEL, Trace, distinct
 

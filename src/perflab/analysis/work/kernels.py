@@ -7,7 +7,7 @@ import numpy as np
 
 from perflab.analysis.idle.intervals import length
 from perflab.analysis.idle.launches import assigned_step
-from perflab.analysis.multigpu.links import gpu_rows
+from perflab.analysis.steps.links import gpu_rows
 from perflab.analysis.steps.windows import Windows
 from perflab.trace.model import MEMCPY, MEMSET, Trace
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from perflab.analysis.work.kernel_patterns import _op_of_kernel
 from perflab.analysis.work.kernels import window_gpu_rows
-from perflab.analysis.multigpu.links import launch_of
+from perflab.analysis.steps.links import launch_of
 from perflab.analysis.work.op_args import OpArgs, decode
 from perflab.analysis.steps.windows import Windows, per_windows
 from perflab.analysis.work.work_formulas import (Work, attention, conv, conv_backward, is_attention, is_conv,

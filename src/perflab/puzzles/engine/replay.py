@@ -53,7 +53,7 @@ def summarize(trace: Any) -> dict[str, Any]:
 
 def cpu_only(trace: Any) -> bool:
     """A trace with no GPU activity (a profile of device "cpu")."""
-    from perflab.analysis.multigpu.links import gpu_rows
+    from perflab.analysis.steps.links import gpu_rows
 
     return gpu_rows(trace).size == 0
 
