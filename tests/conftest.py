@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-# The tests live in rooms (tests/cli, tests/doctor, ...); a few share helpers across rooms by module name
-# (`from test_ncu_fixtures import profile`), so every room is importable whichever test pytest collects first.
-sys.path[:0] = [str(d) for d in sorted(Path(__file__).parent.iterdir())
-                if d.is_dir() and d.name not in ("data", "__pycache__") and str(d) not in sys.path]
 
 FAKE_ID = "zz-synthetic-sync"
 GPU_NAME = "NVIDIA H100 80GB HBM3"
