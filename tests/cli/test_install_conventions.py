@@ -149,9 +149,6 @@ def test_the_readme_says_what_the_tests_need():
 
 def test_every_test_room_is_on_pytests_path():
     # tests share helpers across rooms by module name; a room missing from pyproject's pythonpath breaks that
-    import tomllib
-
-    root = Path(__file__).resolve().parents[2]
-    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["pythonpath"])
-    rooms = {f"tests/{d.name}" for d in (root / "tests").iterdir() if d.is_dir() and any(d.glob("test_*.py"))}
+    listed = set(_pyproject()["tool"]["pytest"]["ini_options"]["pythonpath"])
+    rooms = {f"tests/{d.name}" for d in (REPO / "tests").iterdir() if d.is_dir() and any(d.glob("test_*.py"))}
     assert rooms <= listed, sorted(rooms - listed)
