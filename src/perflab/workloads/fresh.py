@@ -44,3 +44,9 @@ def redraw(state: dict, make: Callable[[str, int], Any], seed: int, *keys: str) 
     with torch.no_grad():
         for key, value in zip(keys, made, strict=True):
             state[key].copy_(value)
+
+
+def rank_rows(state: dict, seed: int) -> None:
+    """The multi-GPU workloads' refill: new rows in state["x"] for this rank, drawn per rank the way their setup
+    seeds a rank's own data (seed * 7919 + rank)."""
+    randn_(state["x"], int(seed) * 7919 + state["rank"])

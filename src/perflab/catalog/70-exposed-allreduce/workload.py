@@ -13,7 +13,7 @@ bf16, layer after layer).
 """
 from __future__ import annotations
 
-from perflab.workloads import sizes
+from perflab.workloads import fresh, sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 8192, "layers": 8, "batch": 2048}
@@ -66,8 +66,4 @@ def step(state: dict):
 INPUTS = ("x",)
 
 
-def refill(state: dict, seed: int) -> None:
-    """New rows for this rank (its own data, as setup seeds it per rank)."""
-    from perflab.workloads import fresh
-
-    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])
+refill = fresh.rank_rows   # new rows for this rank, seeded per rank as setup seeds its own data

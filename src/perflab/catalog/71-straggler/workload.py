@@ -13,7 +13,7 @@ on every rank); ``state["log"]`` holds the log lines of the last step on the las
 """
 from __future__ import annotations
 
-from perflab.workloads import sizes
+from perflab.workloads import fresh, sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 4, "batch": 16384, "classes": 1000}
@@ -76,8 +76,4 @@ def step(state: dict):
 INPUTS = ("x",)
 
 
-def refill(state: dict, seed: int) -> None:
-    """New rows for this rank (its own data, as setup seeds it per rank)."""
-    from perflab.workloads import fresh
-
-    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])
+refill = fresh.rank_rows   # new rows for this rank, seeded per rank as setup seeds its own data

@@ -13,7 +13,7 @@ process group, as one rank. ``y`` is this rank's [batch, hidden] output (bf16), 
 """
 from __future__ import annotations
 
-from perflab.workloads import sizes
+from perflab.workloads import fresh, sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "layers": 16, "batch": 8192}
@@ -81,8 +81,4 @@ def step(state: dict):
 INPUTS = ("x",)
 
 
-def refill(state: dict, seed: int) -> None:
-    """New rows for this rank (its own data, as setup seeds it per rank)."""
-    from perflab.workloads import fresh
-
-    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])
+refill = fresh.rank_rows   # new rows for this rank, seeded per rank as setup seeds its own data

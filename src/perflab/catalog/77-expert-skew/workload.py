@@ -14,7 +14,7 @@ process group, as one rank holding every expert. ``step`` returns this rank's to
 """
 from __future__ import annotations
 
-from perflab.workloads import sizes
+from perflab.workloads import fresh, sizes
 from perflab.workloads.ranks import rank_and_world
 
 SIZE = {"hidden": 4096, "inner": 16384, "experts": 8, "tokens": 8192}
@@ -137,8 +137,4 @@ def step(state: dict):
 INPUTS = ("x",)
 
 
-def refill(state: dict, seed: int) -> None:
-    """New rows for this rank (its own data, as setup seeds it per rank)."""
-    from perflab.workloads import fresh
-
-    fresh.randn_(state["x"], int(seed) * 7919 + state["rank"])
+refill = fresh.rank_rows   # new rows for this rank, seeded per rank as setup seeds its own data
