@@ -277,17 +277,18 @@ def speed(path: Path, label: str, rounds: int = 1, hta: bool = True, against: Pa
     if against is not None:
         tools = {"baseline": ["env", f"PYTHONPATH={against.resolve()}", *tools["perflab"]], **tools}
     runs: dict[str, list] = {name: [] for name in tools}
-    for _ in range(rounds):
+    for _ in range(rounds):   # timed runs: nothing samples memory beside them
         for name, cmd in tools.items():
-            runs[name].append(measured(cmd))
-    got = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs),
-                  statistics.median(r[3] for r in rs)) for name, rs in runs.items()}
+            runs[name].append(measured(cmd, sample_memory=False))
+    peaks = {name: measured(cmd)[1] for name, cmd in tools.items()}   # one sampled run each, for memory
+    got = {name: (statistics.median(r[0] for r in rs), max(peaks[name], *(r[1] for r in rs)),
+                  max(r[2] for r in rs), statistics.median(r[3] for r in rs)) for name, rs in runs.items()}
     what = {"HTA 0.5.0": "load + temporal, idle-time, kernel breakdowns, comm/comp overlap, launch stats",
             "perflab": "load + every analysis + rules + JSON report",
             "floor": "msgspec typed decode of the fields a timeline needs",
             "baseline": f"perflab doctor from {against}"}
-    print(f"{'':10s} {'wall s':>8s} {'CPU s':>7s} {'peak MB':>8s}   (medians of {rounds}; each a fresh process; memory: "
-          "the larger of its own peak RSS and its process tree's peak PSS)")
+    print(f"{'':10s} {'wall s':>8s} {'CPU s':>7s} {'peak MB':>8s}   (times: medians of {rounds} unsampled runs, each a "
+          "fresh process; memory: the larger of its own peak RSS and, from one more run, its process tree's peak PSS)")
     for name, (wall, rss, rc, cpu) in got.items():
         print(f"{name:10s} {wall:8.2f} {cpu:7.2f} {rss:8.0f}   ({what[name]}){'' if rc == 0 else f'  exit {rc}'}")
     ours = got["perflab"]

@@ -12,10 +12,13 @@ from pathlib import Path
 # with the parent's resident pages in its peak RSS (ru_maxrss survives exec: /bin/true forked from a 400 MB
 # parent reports ~400 MB). The launcher is a fresh, small interpreter; the tool is forked from it, and the
 # launcher reports the larger of the tool's own peak RSS (RUSAGE_CHILDREN: the largest process it waited for)
-# and the peak of its process tree's proportional set size (PSS) summed, sampled from /proc every 50 ms.
+# and, when asked, the peak of its process tree's proportional set size (PSS) summed, sampled from /proc every
+# 50 ms. Sampling slows the tool it watches (reading smaps_rollup walks the page tables of a process that is
+# faulting in memory: a msgspec decode of a 424 MB trace took 2.2 s alone and 2.6-3.0 s sampled), so a timed run
+# is never sampled: memory comes from a run of its own.
 LAUNCHER = r'''
 import json, os, subprocess, sys, threading, time, resource
-out, cmd = sys.argv[1], sys.argv[2:]
+out, sampled, cmd = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 def pss_mb(pid):
     # proportional set size: pages a forked worker shares with its parent count once across the tree, not once
     # per process as a sum of RSS would count them
@@ -48,7 +51,8 @@ def sample():
     while not done.is_set():
         peak[0] = max(peak[0], tree_mb(proc.pid))
         done.wait(0.05)
-threading.Thread(target=sample, daemon=True).start()
+if sampled:
+    threading.Thread(target=sample, daemon=True).start()
 rc = proc.wait()
 wall = time.perf_counter() - t0
 done.set()
@@ -59,10 +63,12 @@ with open(out, "w") as fh:
 '''
 
 
-def measured(cmd: list[str]) -> tuple[float, float, int, float]:
+def measured(cmd: list[str], sample_memory: bool = True) -> tuple[float, float, int, float]:
     """Run a tool in a fresh process started by a small launcher: (wall seconds, peak MB of it and its workers
-    together, exit code, CPU seconds of it and its workers: on a shared machine the steadier number)."""
+    together, exit code, CPU seconds of it and its workers: on a shared machine the steadier number).
+    sample_memory=False: no sampler beside it (a timed run); the peak is then the largest single process's RSS."""
     with tempfile.NamedTemporaryFile(suffix=".json") as fh:
-        subprocess.run([sys.executable, "-S", "-I", "-c", LAUNCHER, fh.name, *cmd], check=True)
+        subprocess.run([sys.executable, "-S", "-I", "-c", LAUNCHER, fh.name, "1" if sample_memory else "0", *cmd],
+                       check=True)
         r = json.loads(Path(fh.name).read_text())
     return r["wall"], r["peak_mb"], r["rc"], r["cpu"]
