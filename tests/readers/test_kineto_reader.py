@@ -187,36 +187,47 @@ def test_sniff_by_content_not_name(tmp_path):
     assert sniff(gz) == KINETO
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["processes", "threads"])
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
-def test_parallel_reader_matches_the_sequential_one(tmp_path, monkeypatch, suffix):
-    from perflab.trace.torch_profiler import kineto_parallel
+def test_parallel_reader_matches_the_sequential_one(tmp_path, monkeypatch, suffix, native):
+    from perflab.trace.torch_profiler import kineto_native, kineto_parallel
 
+    if native and not kineto_native.available():
+        pytest.skip("the C scanner is not built in this install")
     doc = synthetic.decode_with_item(steps=3, tokens=20).to_dict()
     doc["traceEvents"].insert(40, kernel(name='tricky"}, {"ph": "X"'))  # a boundary look-alike in a string
     path = synthetic.write_document(tmp_path / f"t{suffix}", doc)
+    monkeypatch.setenv("PERFLAB_NATIVE", "0")     # the reference: msgspec, one process
     sequential = kineto.load(path, block_size=4096)
+    monkeypatch.setenv("PERFLAB_NATIVE", "1" if native else "0")
     monkeypatch.setattr(kineto_parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv("PERFLAB_READER_PROCESSES", "2")
     parallel = kineto.load(path, block_size=4096)
     assert same_columns(sequential, parallel) and len(parallel) > 1000
 
 
-def test_parallel_ranges_agree_on_every_cut(tmp_path, monkeypatch):
-    from perflab.trace.torch_profiler import kineto_parallel
+@pytest.mark.parametrize("native", [False, True], ids=["processes", "threads"])
+def test_parallel_ranges_agree_on_every_cut(tmp_path, monkeypatch, native):
+    # without the C scanner worker processes read the ranges; with it, threads of this process
+    from perflab.trace.torch_profiler import kineto_native, kineto_parallel
 
+    if native and not kineto_native.available():
+        pytest.skip("the C scanner is not built in this install")
+    monkeypatch.setenv("PERFLAB_NATIVE", "1" if native else "0")
     path = synthetic.write_document(tmp_path / "t.json", synthetic.launch_bound(steps=2, ops=300).to_dict())
     sequential = kineto.load(path)
     monkeypatch.setattr(kineto_parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv("PERFLAB_READER_PROCESSES", "2")
     done = []
-    real = kineto_parallel.decode_parallel
+    name = "decode_threaded" if native else "decode_parallel"
+    real = getattr(kineto, name)
 
     def counted(*args):
         result = real(*args)  # raises BadCut when it falls back: then it is not counted
         done.append(1)
         return result
 
-    monkeypatch.setattr(kineto, "decode_parallel", counted)
+    monkeypatch.setattr(kineto, name, counted)
     for per_worker in (1, 3, 17, 200):  # ranges smaller than an event, too
         monkeypatch.setattr(kineto_parallel, "TASKS_PER_WORKER", per_worker)
         assert same_columns(sequential, kineto.load(path))

@@ -16,11 +16,14 @@ from perflab.errors import UnreadableInput
 from perflab.trace import plausible
 from perflab.trace.torch_profiler.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
-from perflab.trace.torch_profiler.kineto_parallel import BadCut, decode_parallel, worker_count
+from perflab.trace.torch_profiler import kineto_native
+from perflab.trace.torch_profiler.kineto_parallel import BadCut, decode_parallel, json_size, worker_count
+from perflab.trace.torch_profiler.kineto_threads import decode_threaded
 from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace, bounded_names
 from perflab.trace.sniff import open_binary
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
+NATIVE_BLOCK_SIZE = 4 << 20  # the C scanner keeps no objects; larger blocks cost fewer numpy calls per event
 # Below this size an unusual document (NaN literals, odd layout) is re-read whole by the stdlib.
 _WHOLE_DOCUMENT_LIMIT = 256 << 20
 
@@ -45,16 +48,25 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
 
 
 def _read(path: Path, block_size: int) -> tuple[ColumnBuilder, dict[str, Any]]:
-    # by the size on disk: counting a .gz by its decompressed size put both cores on it, which measured slower
-    # (+23 % wall) and 9 % more memory on a 146 MB trace on this 2-core machine (perf branch, 2026-11-27)
-    workers = worker_count(path.stat().st_size)
+    native = kineto_native.available()
+    if native and block_size == BLOCK_SIZE:
+        block_size = NATIVE_BLOCK_SIZE
+    # With the C scanner: threads, counted by the JSON's size (a .gz's decompressing runs beside the decoding).
+    # Without it: worker processes, by the size on disk: counting a .gz by its decompressed size put both cores on
+    # it, which measured slower (+23 % wall) and 9 % more memory on a 146 MB trace on this 2-core machine (perf
+    # branch, 2026-11-27).
+    workers = worker_count(json_size(path) if native else path.stat().st_size)
     if workers > 1:
         try:
             with _no_gc():
-                builder, meta = decode_parallel(path, block_size, workers)
+                builder, meta = (decode_threaded if native else decode_parallel)(path, block_size, workers)
             return builder, _decode_metadata(meta)
         except (BadCut, LayoutError, NotATrace):
             pass  # an unusual document: the sequential reader retries cuts and explains errors
+    return _read_sequential(path, block_size)
+
+
+def _read_sequential(path: Path, block_size: int) -> tuple[ColumnBuilder, dict[str, Any]]:
     builder = ColumnBuilder()
     with open_binary(path) as fh, _no_gc():
         stream = EventStream(fh, block_size)

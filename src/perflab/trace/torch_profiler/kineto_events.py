@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from perflab.trace.torch_profiler.comm_args import block_records, may_annotate, may_carry_args, struct_records
+from perflab.trace.torch_profiler import kineto_native
 from perflab.trace.torch_profiler.kineto_loose import loose_event
 from perflab.trace.torch_profiler.kineto_structs import NAN, Args, CommEvent, Event, _to_int
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION, kind_of_category
@@ -105,6 +106,7 @@ class ColumnBuilder:
         # the args of collectives (trace/torch_profiler/comm_args.py), gathered from the same blocks; None when
         # events came another way (add_dicts) and collectives must re-read the file for them
         self.comm: list | None = []
+        self._native = kineto_native.NativeBlocks(self) if kineto_native.available() else None
 
     # -- thread ids may be strings in Chrome traces ("PyTorch Profiler"): give those negative ids
     def _thread(self, v: Any) -> int:
@@ -117,6 +119,8 @@ class ColumnBuilder:
 
     def add_raw(self, raw: bytes | memoryview) -> None:
         """Decode one JSON array of events and add it."""
+        if self._native is not None and self._native.add(raw):
+            return
         if self.comm is not None:
             try:
                 events = _comm_block_decoder.decode(raw)
@@ -207,12 +211,16 @@ class ColumnBuilder:
         p["shape"].append(self._raw_ids(args, shaped, "input_dims", self.shapes))
         p["dtype"].append(self._raw_ids(args, shaped, "input_type", self.dtypes))
         p["concrete"].append(self._raw_ids(args, shaped, "concrete_inputs", self.concretes))
-        return self._candidates(args, cat_ids, names) if comm else np.zeros(0, dtype=np.int64)
+        if not comm:
+            return np.zeros(0, dtype=np.int64)
+        return self._candidates(cat_ids, names, lambda carries: np.fromiter(
+            map(is_not, map(attrgetter("collective"), map(args.__getitem__, carries.tolist())), repeat(None)),
+            bool, carries.size))
 
-    def _candidates(self, args: list, cat_ids: np.ndarray, names: np.ndarray) -> np.ndarray:
+    def _candidates(self, cat_ids: np.ndarray, names: np.ndarray, collective) -> np.ndarray:
         """Events that may be a collective's record (comm_args._record decides): a kernel or record_param_comms
         with a "Collective name", a nccl:* range; judged once per distinct category and name, the arg only
-        where those allow it."""
+        where those allow it (collective(rows): whether each of those events has one)."""
         for table, flags, judge in ((self.cats, self._comm_cat, lambda c: 1 * may_carry_args(c) + 2 * may_annotate(c)),
                                     (self.names, self._comm_name,
                                      lambda m: 1 * (m == "record_param_comms") + 2 * m.startswith("nccl:"))):
@@ -220,8 +228,7 @@ class ColumnBuilder:
         cat = np.asarray(self._comm_cat, dtype=np.int8)[cat_ids]
         name = np.asarray(self._comm_name, dtype=np.int8)[names]
         carries = np.flatnonzero(((cat | name) & 1) > 0)
-        named = np.fromiter(map(is_not, map(attrgetter("collective"), map(args.__getitem__, carries.tolist())),
-                                repeat(None)), bool, carries.size)
+        named = collective(carries)
         ranges = np.flatnonzero((cat & name & 2) > 0)
         return np.union1d(carries[named], ranges)
 
@@ -287,14 +294,24 @@ class ColumnBuilder:
     def export(self) -> dict:
         """This builder's blocks as one picklable part (what a worker process sends back)."""
         columns, flows = self.finish()
+        return self._part(columns, flows)
+
+    def _part(self, columns: dict, flows: dict) -> dict:
         return {"columns": columns, "flows": flows, "names": self.names.table(), "cats": self.cats.table(),
                 "shapes": self.shapes.table(), "dtypes": self.dtypes.table(), "concretes": self.concretes.table(),
                 "threads": self.thread_names.table(),
                 "ts_is_float": self.ts_is_float, "first": self.first_event_is_complete, "n_events": self.n_events,
                 "comm": self.comm}
 
+    def adopt(self, other: ColumnBuilder) -> None:
+        """absorb() another builder of this process without concatenating its blocks first (one copy less)."""
+        self.absorb(other._part(dict(other.parts), dict(other.flow_parts)))
+        other.parts.clear()
+        other.flow_parts.clear()
+
     def absorb(self, part: dict) -> None:
-        """Append a part exported by another builder, translating its string ids into ours."""
+        """Append a part exported by another builder (or adopted: lists of blocks), translating its string ids
+        into ours."""
         if part["n_events"] == 0:
             return
         if self.comm is not None:
@@ -303,22 +320,21 @@ class ColumnBuilder:
             self.first_event_is_complete = part["first"]
         self.n_events += part["n_events"]
         self.ts_is_float |= part["ts_is_float"]
-        cols = dict(part["columns"])
+        cols = {k: v if isinstance(v, list) else [v] for k, v in part["columns"].items()}
         for key, table, local in (("name", self.names, part["names"]), ("cat", self.cats, part["cats"]),
                                   ("shape", self.shapes, part["shapes"]), ("dtype", self.dtypes, part["dtypes"]),
                                   ("concrete", self.concretes, part["concretes"])):
             remap = np.fromiter(map(table.__getitem__, local), np.int64, len(local))
-            col = cols[key]
-            cols[key] = np.where(col >= 0, remap[np.maximum(col, 0)] if remap.size else col, col).astype(col.dtype)
+            cols[key] = [np.where(col >= 0, remap[np.maximum(col, 0)] if remap.size else col, col).astype(col.dtype)
+                         for col in cols[key]]
         if part["threads"]:  # string thread ids are -2 - index into the local table
             remap = np.fromiter((-2 - self.thread_names[t] for t in part["threads"]), np.int64, len(part["threads"]))
-            tid = cols["tid"]
-            local = (tid <= -2) & (tid > -2 - remap.size)
-            cols["tid"] = np.where(local, remap[np.clip(-2 - tid, 0, remap.size - 1)], tid)
+            cols["tid"] = [np.where((tid <= -2) & (tid > -2 - remap.size), remap[np.clip(-2 - tid, 0, remap.size - 1)],
+                                    tid) for tid in cols["tid"]]
         for key, col in cols.items():
-            self.parts[key].append(col)
+            self.parts[key].extend(col)
         for key, col in part["flows"].items():
-            self.flow_parts[key].append(col)
+            self.flow_parts[key].extend(col if isinstance(col, list) else [col])
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,

@@ -26,6 +26,7 @@ from perflab.trace.sniff import open_binary
 PARALLEL_MIN_BYTES = 48 << 20
 TASKS_PER_WORKER = 4
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_UNFINISHED = re.compile(rb"\}\s*(?:,\s*)?\Z")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _HEAD = 64 << 20
@@ -106,26 +107,35 @@ class _RangeReader(io.RawIOBase):
 
 
 def _event_span(path: str, lo: int, hi: int, array_end: int, first: bool) -> tuple[int, int] | None:
-    """File offsets [start, end) of the events starting in [lo, hi): both ends moved to a boundary."""
+    """File offsets [start, end) of the events starting in [lo, hi): both ends moved to a boundary, found by the
+    same search, so that neighbours agree on where one range stops and the next starts."""
     with open(path, "rb") as fh:
-        fh.seek(lo)
-        head = fh.read(min(hi, array_end) - lo + 1)
         start = lo
         if not first:
-            m = _BOUNDARY.search(head)
-            if m is None or m.start() >= hi - lo:
+            found = _boundary(fh, lo, min(hi, array_end))
+            if found is None:
                 return None  # no event starts in this range
-            start = lo + m.end() - 1
-        pos, window = max(hi, start), 1 << 16
-        while pos < array_end:
-            fh.seek(pos)
-            chunk = fh.read(min(window, array_end - pos) + 8)
-            m = _BOUNDARY.search(chunk)
-            if m is not None and pos + m.start() < array_end:
-                return start, pos + m.start() + 1
-            pos += max(len(chunk) - 8, 1)
-            window *= 2
-    return start, array_end
+            start = found[1]
+        found = _boundary(fh, max(hi, start), array_end)
+    return start, (found[0] + 1 if found is not None else array_end)
+
+
+def _boundary(fh, lo: int, limit: int) -> tuple[int, int] | None:
+    """(offset of the `}`, offset of the `{`) of the first event boundary whose `}` lies in [lo, limit), read in
+    growing windows (never a whole range at once: a range is a share of a multi-GB file)."""
+    pos, window = lo, 1 << 16
+    while pos < limit:
+        fh.seek(pos)
+        chunk = fh.read(window)
+        m = _BOUNDARY.search(chunk)
+        if m is not None:
+            return (pos + m.start(), pos + m.end() - 1) if pos + m.start() < limit else None
+        if len(chunk) < window:
+            return None  # the end of the file
+        unfinished = _UNFINISHED.search(chunk)  # a boundary the window cut: read again from its `}`
+        pos += unfinished.start() if unfinished is not None else len(chunk)
+        window *= 2
+    return None
 
 
 def _decode_range(task: tuple[str, int, int, int, bool, int]) -> dict:
