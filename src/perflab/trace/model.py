@@ -128,7 +128,15 @@ class Trace:
     def name_table_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Boolean per row: predicate evaluated once per distinct name."""
         table = np.fromiter((bool(predicate(n)) for n in self.names), dtype=bool, count=len(self.names))
-        return table[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
+        hits = np.flatnonzero(table)
+        if hits.size == 0:
+            return np.zeros(len(self), dtype=bool)
+        if hits.size <= 2:  # a pass per matching name costs less than gathering from the table
+            out = self.name == hits[0]
+            for i in hits[1:].tolist():
+                out |= self.name == i
+            return out
+        return table.view(np.uint8).take(self.name).view(bool)
 
     def is_kind(self, *kinds: int) -> np.ndarray:
         return np.isin(self.kind, kinds)

@@ -38,7 +38,7 @@ from perflab.analysis.idle.gap_model import (ALLOC, CAUSES, COPY, HOST, INPUT, L
                                         GapAnalysis, merge_parts)
 from perflab.analysis.idle.host import dataloader, host_work, memcpy_calls, profiler_bookkeeping
 from perflab.analysis.idle.intervals import Coverage, merge
-from perflab.analysis.steps.links import gpu_rows, launch_of, launch_rows
+from perflab.analysis.steps.links import gpu_rows, launch_of, launch_rows, match
 from perflab.analysis.idle.syncs import sync_rows
 from perflab.analysis.idle.waits import waiting
 from perflab.analysis.steps.windows import Windows, per_windows
@@ -297,11 +297,7 @@ def _issued_copy(trace: Trace, copies: np.ndarray, calls: np.ndarray) -> np.ndar
     linked = links >= 0
     if not linked.any():
         return out
-    by_call = dict(zip(links[linked].tolist(), copies[linked].tolist()))
-    for i, c in enumerate(calls.tolist()):
-        if c >= 0:
-            out[i] = by_call.get(c, -1)
-    return out
+    return match(links[linked], copies[linked], calls, last=True)  # several copies of one call: the last
 
 
 def _quiet_host(trace: Trace, lo: np.ndarray, hi: np.ndarray, tids: np.ndarray, min_op_us: float = 0.0) -> np.ndarray:

@@ -75,6 +75,7 @@ def message_bytes(kind: str | None, in_nelems: int | None, out_nelems: int | Non
     return float(nelems * size) if nelems is not None else None
 
 
+@lru_cache(maxsize=256)  # called per collective (tens of thousands) with a handful of (kind, n)
 def bus_factor(kind: str | None, n: int | None) -> float | None:
     if kind not in BUS_FACTOR or not n or n < 1:
         return None

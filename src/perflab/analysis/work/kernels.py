@@ -8,7 +8,7 @@ import numpy as np
 from perflab.analysis.idle.intervals import length
 from perflab.analysis.idle.launches import assigned_step
 from perflab.analysis.steps.links import gpu_rows
-from perflab.analysis.steps.windows import Windows
+from perflab.analysis.steps.windows import Windows, per_windows
 from perflab.trace.model import MEMCPY, MEMSET, Trace
 
 TYPES = ("gemm", "conv", "attention", "elementwise", "reduction", "memcpy", "memset", "communication", "other")
@@ -75,9 +75,13 @@ def row_types(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def window_gpu_rows(trace: Trace, windows: Windows) -> np.ndarray:
-    """GPU work rows launched inside the windows."""
-    rows = gpu_rows(trace)
-    return rows[assigned_step(trace, windows, rows) >= 0]
+    """GPU work rows launched inside the windows (read-only: a dozen analyses share it)."""
+    def compute(trace: Trace, windows: Windows) -> np.ndarray:
+        rows = gpu_rows(trace)
+        out = rows[assigned_step(trace, windows, rows) >= 0]
+        out.flags.writeable = False
+        return out
+    return per_windows(trace, "window_gpu_rows", windows, compute)
 
 
 def kernel_breakdown(trace: Trace, windows: Windows, top: int = 10) -> dict:
