@@ -14,6 +14,7 @@ import numpy as np
 
 from perflab.errors import UnreadableInput
 from perflab.trace import plausible
+from perflab.trace.heap import give_back_free_memory
 from perflab.trace.torch_profiler.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
 from perflab.trace.torch_profiler import kineto_native
@@ -44,7 +45,10 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
         builder, meta_doc = _load_whole_document(path, exc)
     except (OSError, EOFError, zlib.error) as exc:
         raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
-    return _assemble(builder, meta_doc, path)
+    trace = _assemble(builder, meta_doc, path)
+    del builder
+    give_back_free_memory()
+    return trace
 
 
 def _read(path: Path, block_size: int) -> tuple[ColumnBuilder, dict[str, Any]]:
