@@ -15,6 +15,8 @@ import msgspec
 import numpy as np
 
 from perflab.trace.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, USER_ANNOTATION
+from perflab.trace.torch_profiler.comm_args import struct_records
+from perflab.trace.torch_profiler.kineto_structs import CommEvent
 
 try:
     from perflab.trace.torch_profiler._kineto_scan import Scanner
@@ -31,6 +33,7 @@ T_CAT, T_NAME, T_TIDSTR, T_DIMS, T_TYPES, T_CONCRETE = range(6)
 _TEXT_TABLES = (T_CAT, T_NAME, T_TIDSTR)   # JSON string contents, escapes and all; the others stay raw bytes
 _EMPTY_PH = 8                              # "" or no "ph": counts as an unknown phase, but may be a comm record
 _str = msgspec.json.Decoder(str)
+_comm_events = msgspec.json.Decoder(list[CommEvent])
 
 
 def available() -> bool:
@@ -172,10 +175,7 @@ class NativeBlocks:
     def _comm(self, raw, cols: list[np.ndarray], picked: np.ndarray) -> None:
         """The collectives' records among the picked events: those events alone decoded as CommEvent structs
         (the scanner checked every field that decoder types, so it cannot fail where the block did not)."""
-        from perflab.trace.torch_profiler.comm_args import struct_records
-        from perflab.trace.torch_profiler.kineto_events import _comm_block_decoder
-
         view = memoryview(raw)
         parts = [view[s:e] for s, e in zip(cols[START][picked].tolist(), cols[END][picked].tolist())]
         doc = b"[" + b",".join(parts) + b"]"
-        self.b.comm.extend(struct_records(_comm_block_decoder.decode(doc)))
+        self.b.comm.extend(struct_records(_comm_events.decode(doc)))
