@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from perflab.analysis.multigpu.collective_table import from_dicts
 from perflab.analysis.multigpu.collectives import _bandwidths, job_summary, p2p_waits, rank_row, top_collectives
 from perflab.analysis.idle.intervals import length
 from perflab.doctor import _pick_rank, plain, verdict
@@ -132,7 +133,7 @@ def multirank(ranks: list[RankView], chosen: RankView) -> dict:
         r.cache["collectives"] = colls
     total = sum(len(r) for r in ranks)
     sized = sum(sum(b is not None for b in r.columns["bytes"]) for r in ranks)
-    return job_summary(ranks, per_rank, ranks[0].cache["collectives"], total, sized, int(matched.sum()),
+    return job_summary(ranks, per_rank, from_dicts(ranks[0].cache["collectives"]), total, sized, int(matched.sum()),
                        dict(last_counts))
 
 
@@ -158,7 +159,7 @@ def _rank_line(r: RankView, wait: np.ndarray, matched: np.ndarray) -> dict:
     exposed = _uncovered_length(cols, inside, ts + np.where(matched, np.nan_to_num(wait), 0.0)) if waits else 0.0
     in_window = [c for c, ok in zip(r.collective_dicts(), inside.tolist()) if ok]
     p2p = np.zeros(len(ts))
-    p2p[np.flatnonzero(inside)] = p2p_waits(in_window)  # a receive spinning for its peer: waiting, not transfer
+    p2p[np.flatnonzero(inside)] = p2p_waits(from_dicts(in_window))  # a receive spinning for its peer: waiting, not transfer
     p2p_exposed = _uncovered_length(cols, inside, ts + p2p) if p2p.any() else 0.0
     steps = s["steps"]
     return rank_row(r.rank, len(s["window"]["steps"]), steps["window_us"], s["overlap"], steps["step_ms"],

@@ -23,21 +23,20 @@ from collections import defaultdict
 
 import numpy as np
 
-from perflab.analysis.multigpu.collective_sizes import (  # collective_kind: part of this module's interface too
+from perflab.analysis.multigpu.collective_sizes import (  # collective_kind, message_bytes: this module's interface too
     bus_factor,
     collective_kind,  # noqa: F401
-    collective_kind_cached,
-    kernel_collective_kind,
-    message_bytes,
+    message_bytes,  # noqa: F401
 )
+from perflab.analysis.multigpu.collective_build import build_table
+from perflab.analysis.multigpu.collective_table import CollectiveTable, bandwidths, from_dicts, group_ids, in_order_sum
 from perflab.analysis.idle.intervals import length, overlap_length
 from perflab.analysis.work.kernels import TYPES, row_types
-from perflab.analysis.steps.links import gpu_rows, launch_of
+from perflab.analysis.steps.links import gpu_rows
 from perflab.analysis.idle.overlap import overlaps
 from perflab.analysis.steps.windows import (
     Windows,
     analysis_windows,
-    profiler_steps,
     step_times,
 )
 from perflab.trace.model import KERNEL, Trace
@@ -62,79 +61,16 @@ def _records(trace: Trace) -> list:
 
 
 def collectives(trace: Trace) -> list[dict]:
-    """One dict per communication kernel of the trace: kind, bytes, group size, times, bandwidths."""
-    return trace.cached("collectives", lambda: _collectives(trace))
+    """One dict per communication kernel of the trace: kind, bytes, group size, times, bandwidths (the
+    columns of `collective_table` as dicts: for callers that read a few)."""
+    return trace.cached("collectives", lambda: collective_table(trace).dicts())
 
 
-def _collectives(trace: Trace) -> list[dict]:
-    rows = comm_rows(trace)
-    if rows.size == 0:
-        return []
-    recs = _records(trace)
-    by_corr = {r.correlation: r for r in recs if r.source == "kernel" and r.correlation >= 0}
-    host = sorted((r for r in recs if r.source != "kernel"), key=lambda r: (r.ts, r.source != "record_param_comms"))
-    host_ts = np.array([r.ts for r in host])
-    longest = max((r.end - r.ts for r in host), default=0.0)
-    launches = launch_of(trace)[rows]
-    world = int(trace.meta.get("world_size") or 1)
-    steps = profiler_steps(trace)
-    when = np.where(launches >= 0, trace.ts[np.maximum(launches, 0)], trace.ts[rows])
-    at = np.searchsorted(steps.start, when, side="right") - 1 if len(steps) else np.full(rows.size, -1)
-    within = ((at >= 0) & (when < steps.end[np.maximum(at, 0)])).tolist() if len(steps) else [False] * rows.size
-    step_of = steps.number[np.maximum(at, 0)].tolist() if len(steps) else [None] * rows.size
-    launch_ts = trace.ts[np.maximum(launches, 0)]
-    # per kernel, the last host record that starts by its launch (where the search for one around it begins)
-    last_before = (np.searchsorted(host_ts, launch_ts, side="right") - 1 if host else launches).tolist()
-    host_starts = host_ts.tolist()
-    out = []
-    for row, corr, launch, t, i, name_id, stream, ts, dur, k, inside in zip(
-            rows.tolist(), trace.correlation[rows].tolist(), launches.tolist(), launch_ts.tolist(), last_before,
-            trace.name[rows].tolist(), trace.stream[rows].tolist(), trace.ts[rows].tolist(),
-            trace.dur[rows].tolist(), step_of, within):
-        rec = by_corr.get(corr)
-        if rec is None and host and launch >= 0:
-            rec = _enclosing(host, host_starts, t, i, longest)
-        name = trace.names[name_id]
-        kernel_kind = kernel_collective_kind(name)
-        kind = collective_kind_cached(rec.collective) if rec else None
-        if kind is None or (kernel_kind not in (None, "send_recv") and kind != kernel_kind):
-            kind, rec = kernel_kind, (rec if kind is None else None)
-        n = (rec.group_size if rec and rec.group_size else None) or world
-        nbytes = message_bytes(kind, rec.in_nelems, rec.out_nelems, rec.dtype, n) if rec else None
-        out.append({
-            "row": row, "name": name, "kind": kind or "other", "stream": stream,
-            "ts": ts, "dur_us": dur, "group_size": n,
-            "pg": (rec.pg if rec and rec.pg else None), "bytes": nbytes, "dtype": rec.dtype if rec else None,
-            "args_from": rec.source if rec else None, "step": int(k) if inside else None,
-        })
-    _bandwidths(out, "dur_us")
-    return out
-
-
-def _enclosing(host: list, host_starts: list, t: float, i: int, longest: float):
-    """The host-side record (record_param_comms or nccl:* range) around a kernel's launch at t; `i`: the last
-    record that starts by t.
-
-    Only records that start within `longest` (the longest record) before the launch can enclose it."""
-    best = None
-    while i >= 0 and host_starts[i] >= t - longest:
-        r = host[i]
-        if r.ts <= t <= r.end and (best is None or (best.source != "record_param_comms" and
-                                                    r.source == "record_param_comms")):
-            best = r
-            if r.source == "record_param_comms":
-                break
-        i -= 1
-    return best
-
-
-def _bandwidths(colls: list[dict], time_key: str, prefix: str = "") -> None:
-    for c in colls:
-        t = c.get(time_key)
-        factor = bus_factor(c["kind"], c["group_size"])
-        alg = c["bytes"] / (t * 1e3) if c["bytes"] is not None and t else None  # bytes/ns = GB/s
-        c[prefix + "algbw_gbps"] = alg
-        c[prefix + "busbw_gbps"] = alg * factor if alg is not None and factor is not None else None
+def collective_table(trace) -> CollectiveTable:
+    """The collectives of a trace as columns (a rank summary's: from its dicts)."""
+    if not isinstance(trace, Trace):
+        return from_dicts(trace.cached("collectives"))
+    return trace.cached("collective_table", lambda: build_table(trace, comm_rows(trace), _records(trace)))
 
 
 # -- across ranks ------------------------------------------------------------------------------------------
@@ -144,89 +80,126 @@ def matched_by_order(c: dict) -> bool:
     return c["kind"] != "send_recv"
 
 
-def _match_key(c: dict, counters: dict) -> tuple:
-    group = (c["pg"] or "default", c["step"])
-    k = counters[group]
-    counters[group] += 1
-    return (*group, k)
+def _bandwidths(colls: list[dict], time_key: str, prefix: str = "") -> None:
+    """Sets prefix + algbw/busbw on collectives()'s dicts from their bytes and `time_key`."""
+    for c in colls:
+        t = c.get(time_key)
+        factor = bus_factor(c["kind"], c["group_size"])
+        alg = c["bytes"] / (t * 1e3) if c["bytes"] is not None and t else None  # bytes/ns = GB/s
+        c[prefix + "algbw_gbps"] = alg
+        c[prefix + "busbw_gbps"] = alg * factor if alg is not None and factor is not None else None
+
+
+def _order_keys(table: CollectiveTable) -> list:
+    """Per collective, its (process group, step, k-th in them) key, None for one not matched by order."""
+    counters: dict = defaultdict(int)
+    p2p = table.is_kind("send_recv").tolist()
+    pgs = [table.strings[p] if p >= 0 else "default" for p in table.pg.tolist()]
+    out = []
+    for pg, step, ok, skip in zip(pgs, table.step.tolist(), table.in_step.tolist(), p2p):
+        if skip:
+            out.append(None)
+            continue
+        group = (pg, step if ok else None)
+        out.append((*group, counters[group]))
+        counters[group] += 1
+    return out
 
 
 def match_across_ranks(traces: list[Trace]) -> list[dict]:
     """The same collective on every rank that recorded it: per-rank kernel time, transfer time, waits.
 
-    Sets `transfer_us` and `wait_us` on each rank's collective dicts (the fields of `collectives`)."""
-    groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    Sets `transfer_us` and `wait_us` of each rank's collectives (collective_table, and collectives' dicts)."""
+    groups: dict[tuple, dict[int, tuple]] = defaultdict(dict)
     if len({t.rank for t in traces}) < 2:  # one rank: nothing to match
         return []
     for t in traces:
-        counters: dict = defaultdict(int)
-        for c in collectives(t):
-            if matched_by_order(c):
-                groups[_match_key(c, counters)][t.rank] = c
+        table = collective_table(t)
+        for i, (key, dur) in enumerate(zip(_order_keys(table), table.dur_us.tolist())):
+            if key is not None:
+                groups[key][t.rank] = (t, i, dur)
     matched = []
     for key, per_rank in groups.items():
         if len(per_rank) < 2:
             continue
-        durs = {r: c["dur_us"] for r, c in per_rank.items()}
+        durs = {r: d for r, (_, _, d) in per_rank.items()}
         last = min(durs, key=durs.get)  # the last rank to arrive has the shortest kernel
         transfer = durs[last]
-        for r, c in per_rank.items():
-            c["transfer_us"] = transfer
-            c["wait_us"] = durs[r] - transfer
-        first = per_rank[last]
-        matched.append({"key": key, "kind": first["kind"], "bytes": first["bytes"], "group_size": first["group_size"],
-                        "transfer_us": transfer, "last_rank": last, "ranks": sorted(per_rank),
-                        "wait_us": {r: durs[r] - transfer for r in sorted(per_rank)}})
+        for r, (t, i, d) in per_rank.items():
+            table = collective_table(t)
+            table.transfer_us[i], table.wait_us[i] = transfer, d - transfer
+            if "collectives" in t.cache:
+                t.cache["collectives"][i].update(transfer_us=transfer, wait_us=d - transfer)
+        first_t, first_i, _ = per_rank[last]
+        first = collective_table(first_t)
+        matched.append({"key": key, "kind": first.strings[first.kind[first_i]], "bytes": _value(first.bytes[first_i]),
+                        "group_size": int(first.group_size[first_i]), "transfer_us": transfer, "last_rank": last,
+                        "ranks": sorted(per_rank), "wait_us": {r: durs[r] - transfer for r in sorted(per_rank)}})
     return matched
 
 
-def _by_kind(colls: list[dict], time_key: str) -> dict:
+def _value(x: float) -> float | None:
+    return None if x != x else float(x)
+
+
+def transfer_bandwidths(trace: Trace) -> None:
+    """Sets transfer_algbw/busbw_gbps of the trace's collectives from their transfer times (NaN: not matched)."""
+    table = collective_table(trace)
+    table.transfer_algbw_gbps, table.transfer_busbw_gbps = bandwidths(table.bytes, table.transfer_us, table.factors())
+    if "collectives" in trace.cache:
+        for c, b in zip(trace.cache["collectives"], table.dicts()):
+            c.update(transfer_algbw_gbps=b["transfer_algbw_gbps"], transfer_busbw_gbps=b["transfer_busbw_gbps"])
+
+
+def _by_kind(table: CollectiveTable, keep: np.ndarray, time_key: str) -> dict:
+    """Per kind (in the order they first come): count, time, bytes and bandwidths of the collectives `keep`."""
+    idx = np.flatnonzero(keep)
+    kinds, first = np.unique(table.kind[idx], return_index=True)
+    t = table.dur_us[idx]
+    if time_key == "transfer_us":
+        t = np.where(table.transfer_us[idx] == table.transfer_us[idx], table.transfer_us[idx], t)
+    nbytes = table.bytes[idx]
+    sized = nbytes == nbytes
     out: dict[str, dict] = {}
-    for c in colls:
-        d = out.setdefault(c["kind"], {"count": 0, "time_us": 0.0, "bytes": 0.0, "sized": 0, "sized_time_us": 0.0,
-                                       "group_size": c["group_size"]})
-        d["count"] += 1
-        t = c.get(time_key) if c.get(time_key) is not None else c["dur_us"]
-        d["time_us"] += t
-        if c["bytes"] is not None:
-            d["sized"] += 1
-            d["bytes"] += c["bytes"]
-            d["sized_time_us"] += t
-    for kind, d in out.items():
+    for k, f in sorted(zip(kinds.tolist(), first.tolist()), key=lambda p: p[1]):
+        mine = table.kind[idx] == k
+        d = {"count": int(mine.sum()), "time_us": in_order_sum(t[mine]), "bytes": in_order_sum(nbytes[mine & sized]),
+             "sized": int((mine & sized).sum()), "sized_time_us": in_order_sum(t[mine & sized]),
+             "group_size": int(table.group_size[idx[f]])}
+        kind = table.strings[k]
         alg = d["bytes"] / (d["sized_time_us"] * 1e3) if d["sized_time_us"] > 0 and d["sized"] else None
         factor = bus_factor(kind, d["group_size"])
         d["algbw_gbps"] = alg
         d["busbw_gbps"] = alg * factor if alg is not None and factor is not None else None
+        out[kind] = d
     return out
 
 
-def in_windows(colls: list[dict], windows: Windows) -> list[dict]:
-    """The collectives (dicts of `collectives`) whose kernel starts inside one of the windows."""
-    if not colls:
-        return []
-    ts = np.array([c["ts"] for c in colls])
-    inside = windows.contains(ts)
-    return [c for c, ok in zip(colls, inside) if ok]
+def window_mask(table: CollectiveTable, windows: Windows) -> np.ndarray:
+    """Whether each collective's kernel starts inside one of the windows."""
+    return windows.contains(table.ts) if len(table) else np.zeros(0, dtype=bool)
 
 
 def rank_summary(trace: Trace, windows: Windows) -> dict:
     """One rank: step time, communication time, overlap, exposed communication, waiting, per step."""
     ov = overlaps(trace, windows)
-    colls = in_windows(collectives(trace), windows)
-    waits = [c["wait_us"] for c in colls if c.get("wait_us") is not None]
+    table = collective_table(trace)
+    inside = window_mask(table, windows)
+    count = int(inside.sum())
+    wait = table.wait_us[inside]
+    matched = wait == wait
     st = step_times(trace)
-    rows = np.array([c["row"] for c in colls], dtype=np.int64)
     wait_exposed = p2p_exposed = 0.0
-    if waits or colls:  # the waiting part of each kernel is its start; count the part compute does not hide
-        starts = trace.ts[rows]
+    if count:  # the waiting part of each kernel is its start; count the part compute does not hide
+        starts = trace.ts[table.row[inside]]
         comp = compute_spans(trace, windows)
-        wait_end = starts + np.array([c.get("wait_us") or 0.0 for c in colls])
-        wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp) if waits else 0.0
-        p2p_end = starts + p2p_waits(colls)  # a receive spins until its peer sends: waiting, not transfer
+        wait_end = starts + np.where(matched, wait, 0.0)
+        wait_exposed = length(starts, wait_end) - overlap_length((starts, wait_end), comp) if matched.any() else 0.0
+        p2p_end = starts + p2p_waits(table, inside)  # a receive spins until its peer sends: waiting, not transfer
         p2p_exposed = length(starts, p2p_end) - overlap_length((starts, p2p_end), comp)
     step_ms = float(np.median(st)) / 1e3 if st.size else windows.total / 1e3
-    return rank_row(trace.rank, len(windows.steps), windows.total, ov, step_ms, len(colls),
-                    sum(waits) if waits else None, wait_exposed, p2p_exposed)
+    return rank_row(trace.rank, len(windows.steps), windows.total, ov, step_ms, count,
+                    sum(wait[matched].tolist()) if matched.any() else None, wait_exposed, p2p_exposed)
 
 
 def rank_row(rank: int, steps: int, window_us: float, ov: dict, step_ms: float, n_collectives: int,
@@ -247,16 +220,20 @@ def rank_row(rank: int, steps: int, window_us: float, ov: dict, step_ms: float, 
     }
 
 
-def p2p_waits(colls: list[dict]) -> np.ndarray:
-    """Per collective: for a P2P transfer, its kernel time beyond the fastest one of the same name and size on
-    this rank (the time it spun waiting for its peer); 0 for every other kind."""
-    fastest: dict[tuple, float] = {}
-    for c in colls:
-        if c["kind"] == "send_recv":
-            key = (c["name"], c["bytes"])
-            fastest[key] = min(fastest.get(key, float("inf")), c["dur_us"])
-    return np.array([c["dur_us"] - fastest[(c["name"], c["bytes"])] if c["kind"] == "send_recv" else 0.0
-                     for c in colls], dtype=np.float64)
+def p2p_waits(table: CollectiveTable, keep: np.ndarray | None = None) -> np.ndarray:
+    """Per collective (of `keep`): for a P2P transfer, its kernel time beyond the fastest one of the same name
+    and size among them (the time it spun waiting for its peer); 0 for every other kind."""
+    idx = np.flatnonzero(keep) if keep is not None else np.arange(len(table))
+    p2p = table.is_kind("send_recv")[idx]
+    dur = table.dur_us[idx]
+    out = np.zeros(idx.size)
+    if p2p.any():
+        nbytes = table.bytes[idx]
+        group, _ = group_ids(table.name[idx], nbytes)
+        fastest = np.full(idx.size, np.inf)
+        np.minimum.at(fastest, group[p2p], dur[p2p])
+        out[p2p] = dur[p2p] - fastest[group[p2p]]
+    return out
 
 
 def compute_spans(trace: Trace, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
@@ -272,25 +249,25 @@ def multirank_summary(traces: list[Trace], step: int | None = None) -> dict:
     """Per-rank and across-rank communication evidence for a set of per-rank traces."""
     matched = match_across_ranks(traces)
     per_rank = [rank_summary(t, analysis_windows(t, step)) for t in traces]
-    all_colls = [c for t in traces for c in collectives(t)]
+    tables = [collective_table(t) for t in traces]
     for t in traces:
-        _bandwidths(collectives(t), "transfer_us", "transfer_")
+        transfer_bandwidths(t)
     last_counts: dict[int, int] = defaultdict(int)
     for m in matched:
         if max(m["wait_us"].values()) > 0:
             last_counts[m["last_rank"]] += 1
-    return job_summary(traces, per_rank, collectives(traces[0]), len(all_colls),
-                       sum(c["bytes"] is not None for c in all_colls), len(matched), dict(last_counts))
+    return job_summary(traces, per_rank, tables[0], sum(len(t) for t in tables),
+                       sum(int((t.bytes == t.bytes).sum()) for t in tables), len(matched), dict(last_counts))
 
 
-def job_summary(ranks: list, per_rank: list[dict], first_rank_collectives: list[dict], count: int, sized: int,
+def job_summary(ranks: list, per_rank: list[dict], first_rank_collectives: CollectiveTable, count: int, sized: int,
                 matched: int, last_counts: dict[int, int]) -> dict:
     """The across-rank summary from its parts; `ranks`: objects with `rank` and `meta` (traces or their
     summaries), in rank order; last_counts: per rank, how many matched collectives it arrived at last (in the
     order the ranks first did)."""
     ref = first_rank_collectives
-    in_steps = [c for c in ref if c["step"] is not None]
-    ref = in_steps or ref  # a kernel launched before the first profiled step (often a long wait) is no sample
+    # a kernel launched before the first profiled step (often a long wait) is no sample
+    keep = ref.in_step if ref.in_step.any() else np.ones(len(ref), dtype=bool)
     steps = [r["step_ms"] for r in per_rank]
     spread = (max(steps) - min(steps)) / float(np.median(steps)) * 100.0 if len(steps) > 1 and np.median(steps) else 0.0
     waits = {r["rank"]: r["wait_ms"] for r in per_rank if r["wait_ms"] is not None}
@@ -300,7 +277,7 @@ def job_summary(ranks: list, per_rank: list[dict], first_rank_collectives: list[
         "world_size": max(int(t.meta.get("world_size") or 1) for t in ranks),
         "per_rank": per_rank,
         "collectives": {"count": count, "matched_across_ranks": matched, "sized": sized,
-                        "by_kind": _by_kind(ref, "transfer_us" if matched else "dur_us")},
+                        "by_kind": _by_kind(ref, keep, "transfer_us" if matched else "dur_us")},
         "step_ms_spread_pct": spread,
         "wait_ms_per_step": waits,
         "straggler": straggler,
@@ -311,7 +288,8 @@ def job_summary(ranks: list, per_rank: list[dict], first_rank_collectives: list[
 def top_collectives(trace: Trace, limit: int = 5) -> list[dict]:
     keep = ("name", "kind", "bytes", "group_size", "dur_us", "transfer_us", "wait_us", "algbw_gbps", "busbw_gbps",
             "transfer_busbw_gbps", "step")
-    colls = sorted(collectives(trace), key=lambda c: -c["dur_us"])[:limit]
+    table = collective_table(trace)
+    colls = table.dicts(np.argsort(-table.dur_us, kind="stable")[:limit])
     return [{k: c.get(k) for k in keep} for c in colls]
 
 

@@ -14,12 +14,12 @@ kernels also wait for it: load-imbalance); on one rank, the fastest of the calls
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from perflab.analysis.multigpu.collective_sizes import bus_factor
+from perflab.analysis.multigpu.collective_table import group_ids, in_order_sum
 
 DATASHEET_MIN_US = 100.0  # below this at the datasheet rate, per-call latency (µs to tens of µs) may dominate
 BELOW = 0.5               # a size group runs below half its roof
@@ -97,78 +97,104 @@ def _neg_date(date: str) -> tuple:
     return tuple(-ord(c) for c in date)
 
 
-def transfer_times(colls: list[dict]) -> None:
-    """Sets `judged_us` on each collective: its transfer time across ranks when matched (the last-arriving
-    rank's kernel), else the fastest call of the same kind, size and group on this rank."""
-    fastest: dict[tuple, float] = {}
-    for c in colls:
-        key = (c["kind"], c["bytes"], c["group_size"], c.get("pg"))
-        fastest[key] = min(fastest.get(key, float("inf")), c["dur_us"])
-    for c in colls:
-        if c.get("transfer_us") is not None:
-            c["judged_us"], c["judged_by"] = c["transfer_us"], "last-arriving rank"
-        else:
-            c["judged_us"] = fastest[(c["kind"], c["bytes"], c["group_size"], c.get("pg"))]
-            c["judged_by"] = "fastest call of its size on this rank"
+def transfer_times(table, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(judged_us, whether across ranks) of the collectives idx of a collective_table: their transfer time across
+    ranks when matched (the last-arriving rank's kernel), else the fastest call of the same kind, size, group and
+    process group on this rank."""
+    dur, transfer = table.dur_us[idx], table.transfer_us[idx]
+    if idx.size == 0:
+        return dur, np.zeros(0, dtype=bool)
+    group, _ = group_ids(table.kind[idx], table.bytes[idx], table.group_size[idx], table.pg[idx])
+    fastest = np.full(idx.size, np.inf)
+    np.minimum.at(fastest, group, dur)
+    matched = transfer == transfer
+    return np.where(matched, transfer, fastest[group]), matched
 
 
-def judge(colls: list[dict], roof: CommRoof) -> dict:
-    """Every sized collective against its roof, grouped by kind and size.
+_BY = ("fastest call of its size on this rank", "last-arriving rank")
 
-    Each collective needs `judged_us` (transfer_times) and `exposed_frac` (the share of its transfer no
-    compute hides). A group is below its roof when its time at the roof is under BELOW of its time; the gap
-    is the time the link lost. Separately: many latency-bound messages of one kind per step, whose bytes in
-    one message would take far less time at the curve (bucketing)."""
-    groups: dict[tuple, dict] = {}
-    unjudged: dict[str, int] = defaultdict(int)
-    per_step: dict[tuple, list[dict]] = defaultdict(list)
-    for c in colls:
-        factor = bus_factor(c["kind"], c["group_size"])
-        if not c.get("bytes") or factor is None or factor <= 0 or not c.get("judged_us"):
-            unjudged["unsized" if not c.get("bytes") else "no bus factor"] += 1
-            continue
-        roof_bw, label = roof.busbw_at(c["kind"], c["bytes"], factor)
-        if roof_bw is None or roof_bw <= 0:
-            unjudged[label] += 1
-            continue
-        at_roof = c["bytes"] * factor / (roof_bw * 1e3)
-        g = groups.setdefault((c["kind"], c["bytes"], c["group_size"]), {
-            "kind": c["kind"], "bytes": c["bytes"], "group_size": c["group_size"], "count": 0, "time_us": 0.0,
-            "at_roof_us": 0.0, "exposed_gap_us": 0.0, "roof_busbw_gbps": roof_bw, "roof": label,
-            "judged_by": c["judged_by"]})
-        g["count"] += 1
-        g["time_us"] += c["judged_us"]
-        g["at_roof_us"] += at_roof
-        g["exposed_gap_us"] += max(c["judged_us"] - at_roof, 0.0) * c.get("exposed_frac", 1.0)
-        per_step[(c["kind"], c["group_size"], c.get("pg"), c.get("step"))].append(c | {"roof_bw": roof_bw})
+
+def judge(table, idx: np.ndarray, judged: np.ndarray, across: np.ndarray, frac: np.ndarray, roof: CommRoof) -> dict:
+    """The collectives idx of a collective_table against their roof, grouped by kind and size.
+
+    judged, across: transfer_times; frac: the share of each transfer no compute hides (exposed_fractions). A group
+    is below its roof when its time at the roof is under BELOW of its time; the gap is the time the link lost.
+    Separately: many latency-bound messages of one kind per step, whose bytes in one message would take far less
+    time at the curve (bucketing)."""
+    kind, nbytes, n = table.kind[idx], table.bytes[idx], table.group_size[idx]
+    group, first = group_ids(kind, nbytes, n) if idx.size else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    labels: list = ["unsized", "no bus factor"]
+    g_bw, g_label, g_factor, g_roof = [], [], [], []
+    for f in first.tolist():
+        k, b = table.strings[kind[f]], float(nbytes[f])
+        factor = bus_factor(k, int(n[f]))
+        bw, label = roof.busbw_at(k, b, factor) if b == b and b and factor is not None and factor > 0 else (None, "")
+        g_bw.append(bw if bw is not None and bw > 0 else np.nan)
+        g_factor.append(np.nan if factor is None else factor)
+        g_label.append(labels.index(label) if label in labels else (labels.append(label) or len(labels) - 1))
+        g_roof.append(label)
+    g_bw, g_factor, g_label = (np.array(x, dtype=t) for x, t in ((g_bw, float), (g_factor, float), (g_label, int)))
+    factor, roof_bw = g_factor[group], g_bw[group]
+    sized = (nbytes == nbytes) & (nbytes != 0)
+    reason = np.where(~sized, 0, np.where(~(factor > 0) | (judged == 0), 1, np.where(roof_bw == roof_bw, -1, g_label[group])))
+    unjudged: dict[str, int] = {}
+    for code in _first_order(reason[reason >= 0]):
+        unjudged[labels[code]] = int((reason == code).sum())
+    ok = np.flatnonzero(reason < 0)
+    at_roof = nbytes * factor / (roof_bw * 1e3)
+    gap = np.maximum(judged - at_roof, 0.0) * frac
     rows = []
-    for g in groups.values():
-        bus_bytes = g["bytes"] * bus_factor(g["kind"], g["group_size"]) * g["count"]
-        g["busbw_gbps"] = bus_bytes / (g["time_us"] * 1e3) if g["time_us"] > 0 else None
-        g["pct_of_roof"] = 100.0 * g["at_roof_us"] / g["time_us"] if g["time_us"] > 0 else None
-        g["below"] = g["pct_of_roof"] is not None and g["pct_of_roof"] < 100.0 * BELOW
-        rows.append(g)
+    for g in _first_order(group[ok]):
+        mine = ok[group[ok] == g]
+        f = mine[0]
+        time_us = in_order_sum(judged[mine])
+        at = in_order_sum(at_roof[mine])
+        bus_bytes = float(nbytes[f]) * bus_factor(table.strings[kind[f]], int(n[f])) * mine.size
+        pct = 100.0 * at / time_us if time_us > 0 else None
+        rows.append({"kind": table.strings[kind[f]], "bytes": float(nbytes[f]), "group_size": int(n[f]),
+                     "count": int(mine.size), "time_us": time_us, "at_roof_us": at,
+                     "exposed_gap_us": in_order_sum(gap[mine]), "roof_busbw_gbps": float(roof_bw[f]),
+                     "roof": g_roof[group[f]],
+                     "judged_by": _BY[int(across[f])],
+                     "busbw_gbps": bus_bytes / (time_us * 1e3) if time_us > 0 else None, "pct_of_roof": pct,
+                     "below": pct is not None and pct < 100.0 * BELOW})
     rows.sort(key=lambda g: -g["exposed_gap_us"])
-    return {"groups": rows, "unjudged": dict(unjudged), "small_messages": _small_messages(per_step, roof)}
+    step = np.where(table.in_step[idx], table.step[idx], np.iinfo(np.int64).min)
+    per_step = {}
+    if ok.size:
+        key, _ = group_ids(kind[ok], n[ok], table.pg[idx][ok], step[ok])
+        for g in _first_order(key):
+            mine = ok[key == g]
+            f = mine[0]
+            per_step[(table.strings[kind[f]], int(n[f]), int(table.pg[idx][f]),
+                      int(step[f]) if table.in_step[idx][f] else None)] = mine
+    cols = {"bytes": nbytes, "judged_us": judged, "exposed": judged * frac, "roof_bw": roof_bw}
+    return {"groups": rows, "unjudged": unjudged, "small_messages": _small_messages(per_step, cols, roof)}
 
 
-def _small_messages(per_step: dict[tuple, list[dict]], roof: CommRoof) -> dict | None:
+def _first_order(codes: np.ndarray) -> list:
+    """The distinct values of codes in the order they first come."""
+    values, first = np.unique(codes, return_index=True)
+    return values[np.argsort(first)].tolist()
+
+
+def _small_messages(per_step: dict[tuple, np.ndarray], cols: dict, roof: CommRoof) -> dict | None:
     """Many latency-bound messages of one kind in a step: their time vs one message of their bytes."""
     best = None
     by_kind: dict[str, dict] = {}
-    for (kind, n, _pg, step), colls in per_step.items():
+    for (kind, n, _pg, step), mine in per_step.items():
         peak = roof.peak(kind)
-        small = [c for c in colls if peak and c["roof_bw"] < LATENCY_BOUND * peak]
+        small = mine[cols["roof_bw"][mine] < LATENCY_BOUND * peak] if peak else mine[:0]
         if step is None or len(small) < MANY_PER_STEP:
             continue
         factor = bus_factor(kind, n)
-        total = sum(c["bytes"] for c in small)
+        total = sum(cols["bytes"][small].tolist())
         bucket_bw, label = roof.busbw_at(kind, total, factor)
         if not bucket_bw:
             continue
         bucketed = total * factor / (bucket_bw * 1e3)
-        time = sum(c["judged_us"] for c in small)
-        exposed = sum(c["judged_us"] * c.get("exposed_frac", 1.0) for c in small)
+        time = sum(cols["judged_us"][small].tolist())
+        exposed = sum(cols["exposed"][small].tolist())
         d = by_kind.setdefault(kind, {"kind": kind, "steps": 0, "messages": 0, "bytes": 0.0, "time_us": 0.0,
                                       "bucketed_us": 0.0, "exposed_gap_us": 0.0, "roof": label})
         d["steps"] += 1
@@ -186,9 +212,9 @@ def _small_messages(per_step: dict[tuple, list[dict]], roof: CommRoof) -> dict |
     return best
 
 
-def exposed_fractions(colls: list[dict], compute: tuple[np.ndarray, np.ndarray]) -> None:
-    """Sets `exposed_frac` on each collective: the share of its transfer (the end of its kernel, after any
-    wait) during which no compute kernel runs."""
+def exposed_fractions(table, idx: np.ndarray, judged: np.ndarray, compute: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The share of the transfer (judged, the end of its kernel, after any wait) of each collective idx of a
+    collective_table during which no compute kernel runs."""
     from perflab.analysis.idle.intervals import merge
 
     s, e = merge(*compute)
@@ -200,13 +226,11 @@ def exposed_fractions(colls: list[dict], compute: tuple[np.ndarray, np.ndarray])
         inside = np.where(i > 0, np.minimum(t, prev_end) - s[np.maximum(i - 1, 0)], 0.0)
         return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(inside, 0.0)
 
-    if not colls:
-        return
-    end = np.array([c["ts"] + c["dur_us"] for c in colls])
-    judged = np.array([c.get("judged_us") or c["dur_us"] for c in colls])
+    if idx.size == 0:
+        return np.zeros(0)
+    end = table.ts[idx] + table.dur_us[idx]
+    judged = np.where(judged != 0, judged, table.dur_us[idx])
     start = end - judged
-    hidden = covered(end) - covered(start) if s.size else np.zeros(len(colls))
+    hidden = covered(end) - covered(start) if s.size else np.zeros(idx.size)
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(judged > 0, np.clip(1.0 - hidden / judged, 0.0, 1.0), 1.0)
-    for c, f in zip(colls, frac.tolist()):
-        c["exposed_frac"] = f
+        return np.where(judged > 0, np.clip(1.0 - hidden / judged, 0.0, 1.0), 1.0)

@@ -24,9 +24,10 @@ _NOT_COMPUTE = [TYPES.index(t) for t in ("memcpy", "memset", "communication")]
 
 
 def _p2p_rows(trace: Trace) -> set[int]:
-    from perflab.analysis.multigpu.collectives import collectives
+    from perflab.analysis.multigpu.collectives import collective_table
 
-    return {c["row"] for c in collectives(trace) if c["kind"] == "send_recv"}
+    table = collective_table(trace)
+    return set(table.row[table.is_kind("send_recv")].tolist())
 
 
 def _backward(trace: Trace, lo: float, hi: float) -> bool:

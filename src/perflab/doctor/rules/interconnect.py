@@ -8,6 +8,8 @@ exposed one is comm-not-overlapped's.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.registry import rule
@@ -19,20 +21,21 @@ def comm_judgement(ctx: Context) -> dict:
     """analysis.multigpu.comm_roof.judge over this rank's collectives in the analysed windows (once per context)."""
     from perflab.analysis.multigpu import comm_roof as R
     from perflab.analysis.work.ceilings import datasheet
-    from perflab.analysis.multigpu.collectives import collectives, in_windows
+    from perflab.analysis.multigpu.collectives import collective_table, window_mask
     from perflab.analysis.work.saved_ceilings import saved_sweeps
 
     def compute() -> dict:
         multirank(ctx)  # matches the collectives across ranks: their transfer times
-        colls = in_windows(collectives(ctx.trace), ctx.windows)
-        if not colls:
+        table = collective_table(ctx.trace)
+        idx = np.flatnonzero(window_mask(table, ctx.windows))
+        if not idx.size:
             return {}
         meta = ctx.trace.meta
         roof = R.comm_roof(meta.get("device_name"), int(meta.get("world_size") or 1),
                            saved_sweeps(meta.get("path")), datasheet(meta.get("device_name")))
-        R.transfer_times(colls)
-        R.exposed_fractions(colls, ctx.compute_spans)
-        return {**R.judge(colls, roof), "source": roof.source, "count": len(colls)}
+        judged, across = R.transfer_times(table, idx)
+        frac = R.exposed_fractions(table, idx, judged, ctx.compute_spans)
+        return {**R.judge(table, idx, judged, across, frac, roof), "source": roof.source, "count": int(idx.size)}
     return ctx.trace.cached(f"comm_roof:{ctx.windows.key}:{len(ctx.ranks)}", compute)
 
 
@@ -95,8 +98,11 @@ def _row(g: dict, per: float) -> dict:
 
 
 def _events(ctx: Context, below: list[dict]) -> list:
-    from perflab.analysis.multigpu.collectives import collectives, in_windows
+    from perflab.analysis.multigpu.collectives import collective_table, window_mask
 
-    kinds = {(g["kind"], g["bytes"]) for g in below[:3]}
-    colls = [c for c in collectives(ctx.trace) if (c["kind"], c["bytes"]) in kinds and ctx.windows.contains(c["ts"])]
-    return [ctx.event(c["row"]) for c in sorted(colls, key=lambda c: -c["dur_us"])[:5]]
+    table = collective_table(ctx.trace)
+    keep = np.zeros(len(table), dtype=bool)
+    for kind, nbytes in {(g["kind"], g["bytes"]) for g in below[:3]}:
+        keep |= table.is_kind(kind) & (table.bytes == nbytes)
+    idx = np.flatnonzero(keep & window_mask(table, ctx.windows))
+    return [ctx.event(int(table.row[i])) for i in idx[np.argsort(-table.dur_us[idx], kind="stable")[:5]].tolist()]

@@ -8,6 +8,8 @@ taken out of the first and given to the second.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from perflab.doctor.context import Context
 from perflab.doctor.finding import EventRef, Finding
 from perflab.doctor.registry import rule
@@ -35,11 +37,12 @@ def _mine(summary: dict, rank: int) -> dict:
 
 
 def _comm_events(ctx: Context, by: str = "dur_us") -> list[EventRef]:
-    from perflab.analysis.multigpu.collectives import collectives, in_windows
+    from perflab.analysis.multigpu.collectives import collective_table, window_mask
 
-    colls = in_windows(collectives(ctx.trace), ctx.windows)
-    colls.sort(key=lambda c: -(c.get(by) or 0.0))
-    return [ctx.event(c["row"]) for c in colls[:5]]
+    table = collective_table(ctx.trace)
+    idx = np.flatnonzero(window_mask(table, ctx.windows))
+    key = np.nan_to_num(getattr(table, by)[idx], nan=0.0)
+    return [ctx.event(int(table.row[i])) for i in idx[np.argsort(-key, kind="stable")[:5]].tolist()]
 
 
 @rule
