@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from itertools import compress, count, repeat
 from operator import attrgetter, is_not
 from typing import Any
@@ -27,6 +28,7 @@ block_decoder = msgspec.json.Decoder(list[Event])
 _comm_block_decoder = msgspec.json.Decoder(list[CommEvent])  # the columns and the collectives' args, one pass
 _loose_decoder = msgspec.json.Decoder(list[Any])
 
+_JOIN_IN_THREADS = 1 << 20   # events: below this, joining the blocks' columns is too quick to share out
 _PH_CODE = defaultdict(lambda: 9, {"X": 0, "s": 1, "f": 2, "t": 3})
 
 
@@ -342,10 +344,13 @@ class ColumnBuilder:
                  "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
                  "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32,
                  "concrete": np.int32}
-        columns = {}
-        for key, dtype in empty.items():
-            parts = self.parts.pop(key, [])
-            columns[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        parts = {key: self.parts.pop(key, []) for key in empty}
+        join = lambda key: np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=empty[key])  # noqa: E731
+        if self.n_events < _JOIN_IN_THREADS:
+            columns = {key: join(key) for key in empty}
+        else:  # a copy runs without the GIL: two threads fault in the new pages side by side
+            with ThreadPoolExecutor(2) as pool:
+                columns = dict(zip(empty, pool.map(join, empty)))
         flow_types = {"id": np.int64, "ts": np.float64, "phase": np.int8}
         flows = {}
         for key, dtype in flow_types.items():
