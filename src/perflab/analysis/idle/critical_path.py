@@ -14,6 +14,7 @@ a kernel on it saves at most its own time. HTA's critical-path analysis builds t
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,8 @@ class CriticalPath:
     waiting_us: float = 0.0               # gaps on the path where nothing recorded runs
     gpu_rows: set[int] = field(default_factory=set)
     by_kind: dict[str, float] = field(default_factory=dict)   # time on the path: kernel, copy, memset, host
-    on_path: dict[int, tuple[float, float]] = field(default_factory=dict)   # row -> the stretch the path spends in it
+    # row -> the stretch the path spends in it (a dict, or an _OnPath that becomes one when first read)
+    on_path: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
     def saving_us(self, rows: np.ndarray | list[int], trace: Trace) -> float:
         """What removing these GPU ops could save on the step: their time on the critical path."""
@@ -55,6 +57,35 @@ class CriticalPath:
                 if total else {},
                 "gpu_on_path_pct": round(100 * float(sum(v for k, v in self.by_lane.items() if k.startswith("stream")))
                                          / total, 1) if total else 0.0}
+
+
+class _OnPath(Mapping):
+    """row -> (start, end) on the path, kept as arrays until first read: a step's path holds ~150,000 rows and
+    most reports never look at them (only where streams overlap). Reads as the dict built from the rows in path
+    order (a row met again keeps its first place and takes the later stretch)."""
+
+    def __init__(self, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self._arrays: tuple | None = (rows, start, end)
+        self._dict: dict[int, tuple[float, float]] = {}
+
+    def _built(self) -> dict[int, tuple[float, float]]:
+        if self._arrays is not None:
+            rows, start, end = self._arrays
+            self._dict = dict(zip(rows.tolist(), zip(start.tolist(), end.tolist())))
+            self._arrays = None
+        return self._dict
+
+    def __getitem__(self, row: int) -> tuple[float, float]:
+        return self._built()[row]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return repr(self._built())
 
 
 class _Graph:
@@ -135,7 +166,7 @@ def _summed(trace: Trace, p: Paths) -> CriticalPath:
     held = took > 0
     total.rows = p.rows.tolist()
     total.gpu_rows = set(p.rows[p.gpu].tolist())
-    total.on_path = dict(zip(p.rows[held].tolist(), zip(start[held].tolist(), p.end[held].tolist())))
+    total.on_path = _OnPath(p.rows[held], start[held], p.end[held])
     return total
 
 
