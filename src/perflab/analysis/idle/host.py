@@ -37,18 +37,33 @@ def _cpu_rows(trace: Trace) -> np.ndarray:
 
 
 def launches_inside(trace: Trace) -> np.ndarray:
-    """Per CPU row (see _cpu_rows): how many GPU launches its thread made inside it."""
+    """Per CPU row (see _cpu_rows): did its thread make a GPU launch inside it (the first launch at or after its
+    start comes by its end)?"""
     def compute() -> np.ndarray:
         rows = _cpu_rows(trace)
         launches = launch_rows(trace)
-        out = np.zeros(rows.size, dtype=np.int64)
-        for tid in distinct(trace.tid[rows]).tolist():
-            on = trace.tid[rows] == tid
-            lts = np.sort(trace.ts[launches[trace.tid[launches] == tid]])
+        out = np.zeros(rows.size, dtype=bool)
+        row_tid, launch_tid = trace.tid[rows], trace.tid[launches]
+        for tid in distinct(row_tid).tolist():
+            on = row_tid == tid
+            lts = np.sort(trace.ts[launches[launch_tid == tid]])
+            if lts.size == 0:
+                continue
             r = rows[on]
-            out[on] = np.searchsorted(lts, trace.end[r], "right") - np.searchsorted(lts, trace.ts[r], "left")
+            i = np.searchsorted(lts, trace.ts[r], "left")
+            out[on] = (i < lts.size) & (lts[np.minimum(i, lts.size - 1)] <= trace.end[r])
         return out
     return trace.cached("launches_inside", compute)
+
+
+def _host_kinds(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per CPU row (see _cpu_rows): its thread; quiet (launches nothing, not data loading); a launching CPU op."""
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = _cpu_rows(trace)
+        launching = launches_inside(trace)
+        quiet = ~launching & ~_named(trace, rows, _DATALOADER)
+        return trace.tid[rows], quiet, launching & (trace.kind[rows] == CPU_OP)
+    return trace.cached("host_kinds", compute)
 
 
 def host_work(trace: Trace, tid: int, min_op_us: float = 0.0) -> Coverage:
@@ -62,10 +77,10 @@ def host_work(trace: Trace, tid: int, min_op_us: float = 0.0) -> Coverage:
     key = (tid, float(min_op_us))
     if key not in cache:
         rows = _cpu_rows(trace)
-        n = launches_inside(trace)
-        on = (trace.tid[rows] == tid) & (trace.dur[rows] >= min_op_us)
-        quiet = rows[on & (n == 0) & ~_named(trace, rows, _DATALOADER)]
-        launching = rows[(trace.tid[rows] == tid) & (n > 0) & (trace.kind[rows] == CPU_OP)]
+        row_tid, quiet, launching = _host_kinds(trace)
+        mine = row_tid == tid
+        quiet = rows[mine & quiet & (trace.dur[rows] >= min_op_us) if min_op_us else mine & quiet]
+        launching = rows[mine & launching]
         spans = difference((trace.ts[quiet], trace.end[quiet]), (trace.ts[launching], trace.end[launching]))
         cache[key] = Coverage(*spans)
     return cache[key]
@@ -103,8 +118,7 @@ def memcpy_calls(trace: Trace) -> np.ndarray:
 def top_host_ops(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: int = 5) -> list[tuple[int, float]]:
     """Quiet (non-launching) ops on `tid` overlapping the intervals most, one per name: (row, overlap µs)."""
     rows = _cpu_rows(trace)
-    n = launches_inside(trace)
-    quiet = rows[(trace.tid[rows] == tid) & (n == 0)]
+    quiet = rows[(_host_kinds(trace)[0] == tid) & ~launches_inside(trace)]
     if quiet.size == 0 or lo.size == 0:
         return []
     quiet = quiet[np.lexsort((-trace.dur[quiet], trace.ts[quiet]))]
