@@ -12,8 +12,13 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     ends = np.asarray(ends, dtype=np.float64)
     if starts.size == 0:
         return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if starts.size > 1 and bool((starts[1:] >= starts[:-1]).all()):   # sorted already
+        if bool((starts[1:] > ends[:-1]).all()) and bool((ends[1:] > ends[:-1]).all()):
+            return starts.copy(), ends.copy()   # merged already: each its own group, reach == ends
+        s, e = starts, ends
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
     new_group = np.empty(s.size, dtype=bool)
     new_group[0] = True
