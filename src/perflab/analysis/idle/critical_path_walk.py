@@ -38,8 +38,7 @@ def walk_windows(trace, g, selections: list[np.ndarray]) -> Paths:
     ts = trace.ts[rows]
     end = ts + np.nan_to_num(trace.dur[rows], nan=0.0)
     gpu = g.gpu[rows]
-    preds, ends_gpus, on_lane = _predecessors(trace, g, rows, win, off, ts, end, gpu)
-    choice = _latest(preds, ends_gpus)
+    preds, choice, on_lane = _predecessors(trace, g, rows, win, off, ts, end, gpu)
     pos = np.empty(rows.size, dtype=np.int64)
     pos[on_lane] = np.arange(rows.size)
     # the lane position where each row's run of previous-op-on-the-lane steps begins
@@ -129,13 +128,13 @@ def _latest_gpu_before(t: np.ndarray, qwin: np.ndarray, by_end: np.ndarray, ends
     return np.where((i >= 0) & (ewin[j] == qwin), by_end[j], -1)
 
 
-def _predecessors(trace, g, rows, win, off, ts, end, gpu) -> tuple[tuple, list, np.ndarray]:
+def _predecessors(trace, g, rows, win, off, ts, end, gpu) -> tuple[tuple, np.ndarray, np.ndarray]:
     """Per row, up to three predecessors (indices into `rows`, -1 for none), in the order the walk weighs them:
     the previous op on its lane; for GPU work the runtime call that launched it, and, when it started after both,
     the op on another stream that finished just before it; for a synchronizing call the GPU op it waited for.
     Only those that ended by its start (EPS_US), or GPU ops a host call waited on. All in the row's window.
-    Also each column's rows' end and GPU flag, and the rows in lane order (window, GPU or host, lane, start, end,
-    row)."""
+    Also the one each row waited for (the walk's choice, -1 for none) and the rows in lane order (window, GPU or
+    host, lane, start, end, row)."""
     n = rows.size
     lane = np.where(gpu, trace.stream[rows], trace.tid[rows])   # GPU work by stream, the rest by host thread
     prev = np.full(n, -1, dtype=np.int64)
@@ -167,26 +166,21 @@ def _predecessors(trace, g, rows, win, off, ts, end, gpu) -> tuple[tuple, list, 
     syncs = np.flatnonzero(~gpu & g.sync[rows])
     waited = _latest_gpu_before(end[syncs], win[syncs], by_end, ends, ewin, lane, None)
     launch[syncs] = np.where((waited >= 0) & (end_of(waited) >= ts[syncs]), waited, -1)
+    # keep those that ended by the row's start (EPS_US), or GPU ops a host call waited on; per row, the one that
+    # ended last (a GPU op over a host call at the same end; the first column of equals): its choice
     limit = ts + EPS_US
-    out, ends_gpus = [], []
-    for col in (prev, launch, other):
-        p = np.maximum(col, 0)
-        p_end, p_gpu = end[p], gpu[p]
-        kept = (p_end <= limit) | (~gpu & p_gpu)
-        out.append(np.where((col >= 0) & kept, col, -1))
-        ends_gpus.append((p_end, p_gpu))
-    return tuple(out), ends_gpus, on_lane
-
-
-def _latest(preds: tuple, ends_gpus: list) -> np.ndarray:
-    """Per row, the predecessor that ended last (a GPU op over a host call at the same end; the first of equals),
-    -1 when it has none. `ends_gpus`: per predecessor column, its rows' end and GPU flag (any value where none)."""
-    best = preds[0]
-    best_end, best_gpu = ends_gpus[0]
-    for c, (c_end, c_gpu) in zip(preds[1:], ends_gpus[1:]):
-        later = (c_end > best_end) | ((c_end == best_end) & c_gpu & ~best_gpu)
-        take = (c >= 0) & ((best < 0) | later)
-        best = np.where(take, c, best)
-        best_end = np.where(take, c_end, best_end)
-        best_gpu = np.where(take, c_gpu, best_gpu)
-    return best
+    prev_end = end[np.maximum(prev, 0)]
+    prev = np.where((prev >= 0) & (prev_end <= limit), prev, -1)   # same lane: GPU work if and only if the row is
+    best, best_end, best_gpu = prev.copy(), prev_end, gpu.copy()
+    for col in (launch, other):   # set at few rows (GPU work, syncs): each pass over those only
+        at = np.flatnonzero(col >= 0)
+        c = col[at]
+        c_end, c_gpu = end[c], gpu[c]
+        kept = (c_end <= limit[at]) | (~gpu[at] & c_gpu)
+        col[at[~kept]] = -1
+        at, c, c_end, c_gpu = at[kept], c[kept], c_end[kept], c_gpu[kept]
+        b_end = best_end[at]
+        take = (best[at] < 0) | (c_end > b_end) | ((c_end == b_end) & c_gpu & ~best_gpu[at])
+        at = at[take]
+        best[at], best_end[at], best_gpu[at] = c[take], c_end[take], c_gpu[take]
+    return (prev, launch, other), best, on_lane
