@@ -265,9 +265,12 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
         # The queue ran dry while the host was in the call, and the next work came only after it.
         hit = (j >= 0) & (c1 >= gs[on] - SYNC_TOLERANCE_US) & (next_launch[on] >= c1 - SYNC_TOLERANCE_US)
         call[on[hit]] = mine[j[hit]]
-    ok = call >= 0
-    s0 = np.where(ok, trace.ts[np.maximum(call, 0)], gs)
-    s1 = np.where(ok, trace.end[np.maximum(call, 0)], gs)
+    at = np.flatnonzero(call >= 0)   # the rest keep no call and zero costs
+    out["call"] = call
+    if at.size == 0:
+        return out
+    call, gs, ge = call[at], gs[at], ge[at]
+    s0, s1 = trace.ts[call], trace.end[call]
     drain = np.maximum(gs - s0, 0.0)
     blocked = np.maximum(np.minimum(s1, ge) - gs, 0.0)
     after = np.maximum(ge - np.maximum(s1, gs), 0.0)
@@ -277,17 +280,19 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     copy_cov = Coverage(trace.ts[copies], trace.end[copies])
     waited_busy = busy.covered(s0, gs)
     waited_copy = copy_cov.covered(s0, gs)
-    waited_for = np.where(issued >= 0, issued, last_copy)
+    waited_for = np.where(issued >= 0, issued, last_copy[at])
     big = np.nan_to_num(trace.nbytes[np.maximum(waited_for, 0)], nan=0.0) > SMALL_COPY_BYTES
     # waiting for a small copy (a value sent to or from the host) is a round trip, not copy volume
-    on_copy = ok & (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0) & (waited_for >= 0) & big
+    on_copy = (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0) & (waited_for >= 0) & big
     short_block = blocked <= np.maximum(LATENCY_US, 0.1 * drain)
     staging = own_copy_done & ~short_block
-    external = ok & ~short_block & ~staging
-    held = np.where(ok & (short_block | staging), blocked, 0.0)
-    overlap = np.where(ok, np.minimum(np.minimum(drain, after), ge - gs - held), 0.0)
-    out.update(call=call, held=held, overlap=overlap, external=np.where(external, blocked, 0.0),
-               drain=np.where(ok, drain, 0.0), on_copy=on_copy, copy_row=np.where(on_copy, waited_for, -1))
+    held = np.where(short_block | staging, blocked, 0.0)
+    out["held"][at] = held
+    out["overlap"][at] = np.minimum(np.minimum(drain, after), ge - gs - held)
+    out["external"][at] = np.where(~short_block & ~staging, blocked, 0.0)
+    out["drain"][at] = drain
+    out["on_copy"][at] = on_copy
+    out["copy_row"][at] = np.where(on_copy, waited_for, -1)
     return out
 
 
