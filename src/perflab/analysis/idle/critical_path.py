@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis.idle.critical_path_walk import Paths, walk_windows
-from perflab.analysis.steps.links import launch_of
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.idle.syncs import is_sync_call
-from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
+from perflab.trace.model import KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
 _KINDS = {KERNEL: "kernel", MEMCPY: "copy", MEMSET: "memset"}
 
@@ -94,7 +94,8 @@ class _Graph:
     selects them (_selected). Not kept on the trace: it is as large as several columns."""
 
     def __init__(self, trace: Trace) -> None:
-        self.gpu = np.isin(trace.kind, list(GPU_WORK_KINDS))
+        self.gpu = np.zeros(len(trace), dtype=bool)
+        self.gpu[gpu_rows(trace)] = True   # the GPU-work rows every analysis shares (kernels, copies, memsets)
         self.rt = trace.kind == RUNTIME
         self.sync = trace.name_table_mask(is_sync_call)
         # a runtime call is selected by its start, a GPU op by its launch's start (its own without a launch)
