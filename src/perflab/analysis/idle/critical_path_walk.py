@@ -30,7 +30,8 @@ class Paths:
 
 
 def walk_windows(trace, g, selections: list[np.ndarray]) -> Paths:
-    """The path of each window's selected rows (sorted trace rows), as `_walk` found it one window at a time."""
+    """The critical path of each window's selected rows (sorted trace rows), each window walked as if alone:
+    from the event that ends last, back along the predecessor each event waited for."""
     sizes = np.array([s.size for s in selections], dtype=np.int64)
     off = np.concatenate(([0], np.cumsum(sizes)))
     rows = np.concatenate(selections) if selections else np.zeros(0, dtype=np.int64)
