@@ -60,6 +60,22 @@ def test_the_chain_follows_whichever_stream_ends_last(tmp_path):
     assert cp.to_dict()["by_lane_us"]["stream 8"] == pytest.approx(1000.0)
 
 
+def test_a_chain_that_comes_back_to_an_event_takes_the_next_latest_predecessor(tmp_path):
+    """A blocking copy whose call ends just after its copy: the call waited for the copy and the copy for the
+    call (within EPS_US), a loop; the walk leaves the copy by its other predecessor, the kernel before it on the
+    stream, and from there goes on to that kernel's launch."""
+    t = _trace(tmp_path, [
+        _ev("cuda_runtime", "cudaLaunchKernel", 90.0, 5.0, 1, correlation=1),
+        _ev("kernel", "k", 96.0, 3.0, 7, stream=7, device=0, correlation=1),
+        _ev("cuda_runtime", "cudaMemcpy", 100.0, 0.2, 1, correlation=2),
+        {**_ev("gpu_memcpy", "Memcpy DtoH", 100.1, 0.05, 7, stream=7, device=0, correlation=2), "pid": 0},
+    ])
+    cp = critical_path(t)
+    assert [t.names[t.name[r]] for r in cp.rows] == ["cudaLaunchKernel", "k", "Memcpy DtoH", "cudaMemcpy"]
+    assert cp.by_lane["stream 7"] == pytest.approx(3.05) and cp.by_lane["thread 1"] == pytest.approx(5.05)
+    assert cp.waiting_us == pytest.approx(1.0 + 1.1)   # launch end to kernel, kernel end to the copy
+
+
 @pytest.mark.skipif(not PEER.is_dir(), reason="HTA's sample traces are not here")
 def test_hta_event_sync_sample_ends_on_the_kernel_the_device_sync_waits_for():
     t = load(PEER / "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz")

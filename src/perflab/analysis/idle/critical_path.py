@@ -14,16 +14,17 @@ a kernel on it saves at most its own time. HTA's critical-path analysis builds t
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from perflab.analysis.steps.links import launch_of, match
+from perflab.analysis.idle.critical_path_walk import Paths, walk_windows
+from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.idle.syncs import is_sync_call
-from perflab.trace.model import GPU_WORK_KINDS, KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
+from perflab.trace.model import KERNEL, MEMCPY, MEMSET, RUNTIME, Trace
 
-EPS_US = 0.5    # timestamps of linked events from different clocks differ by this much
 _KINDS = {KERNEL: "kernel", MEMCPY: "copy", MEMSET: "memset"}
 
 
@@ -35,7 +36,8 @@ class CriticalPath:
     waiting_us: float = 0.0               # gaps on the path where nothing recorded runs
     gpu_rows: set[int] = field(default_factory=set)
     by_kind: dict[str, float] = field(default_factory=dict)   # time on the path: kernel, copy, memset, host
-    on_path: dict[int, tuple[float, float]] = field(default_factory=dict)   # row -> the stretch the path spends in it
+    # row -> the stretch the path spends in it (a dict, or an _OnPath that becomes one when first read)
+    on_path: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
     def saving_us(self, rows: np.ndarray | list[int], trace: Trace) -> float:
         """What removing these GPU ops could save on the step: their time on the critical path."""
@@ -57,13 +59,43 @@ class CriticalPath:
                                          / total, 1) if total else 0.0}
 
 
+class _OnPath(Mapping):
+    """row -> (start, end) on the path, kept as arrays until first read: a step's path holds ~150,000 rows and
+    most reports never look at them (only where streams overlap). Reads as the dict built from the rows in path
+    order (a row met again keeps its first place and takes the later stretch)."""
+
+    def __init__(self, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self._arrays: tuple | None = (rows, start, end)
+        self._dict: dict[int, tuple[float, float]] = {}
+
+    def _built(self) -> dict[int, tuple[float, float]]:
+        if self._arrays is not None:
+            rows, start, end = self._arrays
+            self._dict = dict(zip(rows.tolist(), zip(start.tolist(), end.tolist())))
+            self._arrays = None
+        return self._dict
+
+    def __getitem__(self, row: int) -> tuple[float, float]:
+        return self._built()[row]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return repr(self._built())
+
+
 class _Graph:
     """What every window's walk reads, computed once per trace (whole-trace passes cost more than a window's walk):
     the GPU, runtime and synchronizing-call masks, and the rows a window can select, sorted by the time that
     selects them (_selected). Not kept on the trace: it is as large as several columns."""
 
     def __init__(self, trace: Trace) -> None:
-        self.gpu = np.isin(trace.kind, list(GPU_WORK_KINDS))
+        self.gpu = np.zeros(len(trace), dtype=bool)
+        self.gpu[gpu_rows(trace)] = True   # the GPU-work rows every analysis shares (kernels, copies, memsets)
         self.rt = trace.kind == RUNTIME
         self.sync = trace.name_table_mask(is_sync_call)
         # a runtime call is selected by its start, a GPU op by its launch's start (its own without a launch)
@@ -91,146 +123,67 @@ def critical_path(trace: Trace, t0: float | None = None, t1: float | None = None
     """The critical path of the work issued within [t0, t1] (default: the whole trace): the runtime calls that
     start in it and the GPU work they launched."""
     graph = graph or _Graph(trace)
-    return _walk(trace, _selected(trace, t0, t1, graph), graph)
+    return _summed(trace, walk_windows(trace, graph, [_selected(trace, t0, t1, graph)]))
 
 
 def step_critical_path(trace: Trace, windows) -> CriticalPath:
     """The critical paths of each analysis window (analysis.steps.windows.Windows), summed: lanes, waits and spans add
     up, rows and their on-path intervals are the union."""
-    total = CriticalPath([], 0.0)
     graph = _Graph(trace)
-    for a, b in zip(windows.start.tolist(), windows.end.tolist()):
-        cp = critical_path(trace, a, b, graph)
-        total.rows += cp.rows
-        total.span_us += cp.span_us
-        total.waiting_us += cp.waiting_us
-        total.gpu_rows |= cp.gpu_rows
-        total.on_path.update(cp.on_path)
-        for k, v in cp.by_lane.items():
-            total.by_lane[k] = total.by_lane.get(k, 0.0) + v
-        for k, v in cp.by_kind.items():
-            total.by_kind[k] = total.by_kind.get(k, 0.0) + v
+    return _summed(trace, walk_windows(trace, graph, [_selected(trace, a, b, graph) for a, b in
+                                                      zip(windows.start.tolist(), windows.end.tolist())]))
+
+
+def _summed(trace: Trace, p: Paths) -> CriticalPath:
+    """The windows' paths summed in window order, each window's sums added left to right along its path as the walk
+    did one event at a time: each event runs on the path from the later of its start and the end of all before it
+    in its window, to its end."""
+    covered = np.empty(p.rows.size)
+    covered[1:] = p.end[:-1]
+    firsts = p.bounds[:-1][np.diff(p.bounds) > 0]
+    covered[firsts] = p.ts[firsts]
+    bounds = p.bounds.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        covered[a:b] = np.fmax.accumulate(covered[a:b])
+    start = np.where(covered > p.ts, covered, p.ts)
+    gap = p.ts - covered
+    gap = np.where(gap > 0, gap, 0.0)
+    took = p.end - start
+    took = np.where(took > 0, took, 0.0)
+    lane_key = np.where(p.gpu, trace.stream[p.rows], trace.tid[p.rows])
+    lanes, lane_names = _labels(p.gpu.astype(np.int64), lane_key,
+                                lambda on_gpu, k: f"stream {k}" if on_gpu else f"thread {k}")
+    kinds, kind_names = _labels(trace.kind[p.rows].astype(np.int64), np.zeros(p.rows.size, dtype=np.int64),
+                                lambda k, _: _KINDS.get(k, "host"))
+    total = CriticalPath([], 0.0)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if a == b:
+            continue
+        total.span_us += float(p.end[b - 1] - p.ts[a])
+        total.waiting_us += 0.0 + float(np.add.accumulate(gap[a:b])[-1])
+        for sums, label, names in ((total.by_lane, lanes, lane_names), (total.by_kind, kinds, kind_names)):
+            for k, v in _sums_in_order(took[a:b], label[a:b], names):
+                sums[k] = sums.get(k, 0.0) + v
+    held = took > 0
+    total.rows = p.rows.tolist()
+    total.gpu_rows = set(p.rows[p.gpu].tolist())
+    total.on_path = _OnPath(p.rows[held], start[held], p.end[held])
     return total
 
 
-def _walk(trace: Trace, rows: np.ndarray, g: _Graph) -> CriticalPath:
-    if rows.size == 0:
-        return CriticalPath([], 0.0)
-    # local indices into `rows`; every row's predecessors at once (_predecessors), then the chain is followed
-    ts_a, gpu_a = trace.ts[rows], g.gpu[rows]
-    end_a = ts_a + np.nan_to_num(trace.dur[rows], nan=0.0)
-    preds = _predecessors(trace, g, rows, ts_a, end_a, gpu_a)
-    choice = _latest(preds, end_a, gpu_a).tolist()
-    cur = int(np.argmax(end_a))
-    path = [cur]
-    seen = {cur}
-    while True:
-        nxt = choice[cur]
-        if nxt < 0:
-            break
-        if nxt in seen:  # a cycle through near-equal times: the latest of the predecessors not yet on the path
-            left = [p for p in preds[cur].tolist() if p >= 0 and p not in seen]
-            if not left:
-                break
-            nxt = max(left, key=lambda p: (float(end_a[p]), bool(gpu_a[p])))
-        cur = nxt
-        path.append(cur)
-        seen.add(cur)
-    path.reverse()
-    at = np.asarray(path)
-    rows_p, ts_p, end_p, gpu_p = rows[at], ts_a[at], end_a[at], gpu_a[at]
-    # the Python walk's running sums, by array passes in path order (accumulate adds left to right, as it did):
-    # each event runs on the path from the later of its start and the end of all before it, to its end
-    covered = np.fmax.accumulate(np.concatenate(([ts_p[0]], end_p[:-1])))
-    start = np.where(covered > ts_p, covered, ts_p)
-    gap = ts_p - covered
-    waiting = 0.0 + float(np.add.accumulate(np.where(gap > 0, gap, 0.0))[-1])
-    took = end_p - start
-    took = np.where(took > 0, took, 0.0)
-    lane_key = np.where(gpu_p, trace.stream[rows_p], trace.tid[rows_p])
-    lanes = _sums_in_order(took, gpu_p.astype(np.int64), lane_key,
-                           lambda on_gpu, k: f"stream {k}" if on_gpu else f"thread {k}")
-    kinds = _sums_in_order(took, trace.kind[rows_p].astype(np.int64), None, lambda k, _: _KINDS.get(k, "host"))
-    held = took > 0
-    on_path = dict(zip(rows_p[held].tolist(), zip(start[held].tolist(), end_p[held].tolist())))
-    rows_l = rows_p.tolist()
-    return CriticalPath(rows=rows_l, span_us=float(end_p[-1] - ts_p[0]), by_lane=lanes, waiting_us=waiting,
-                        gpu_rows=set(rows_p[gpu_p].tolist()), by_kind=kinds, on_path=on_path)
-
-
-def _sums_in_order(values: np.ndarray, a: np.ndarray, b: np.ndarray | None, name) -> dict[str, float]:
-    """Per name (name(a, b) of each element's key), the sum of its `values` added left to right, names in the order
-    they first appear: the dict the walk filled one event at a time."""
+def _labels(a: np.ndarray, b: np.ndarray, name) -> tuple[np.ndarray, list[str]]:
+    """Per element, the index of its name (name(a, b) of its key) in the list of distinct names."""
     ua, ia = np.unique(a, return_inverse=True)
-    ub, ib = np.unique(b if b is not None else np.zeros_like(a), return_inverse=True)
+    ub, ib = np.unique(b, return_inverse=True)
     codes, inverse = np.unique(ia.ravel() * ub.size + ib.ravel(), return_inverse=True)
     names = [name(int(ua[c // ub.size]), int(ub[c % ub.size])) for c in codes.tolist()]
     distinct = list(dict.fromkeys(names))
-    label = np.array([distinct.index(n) for n in names], dtype=np.int64)[inverse.ravel()]
+    return np.array([distinct.index(n) for n in names], dtype=np.int64)[inverse.ravel()], distinct
+
+
+def _sums_in_order(values: np.ndarray, label: np.ndarray, names: list[str]):
+    """Per name, the sum of its `values` added left to right, names in the order they first appear: the dict the
+    walk filled one event at a time."""
     ids, first = np.unique(label, return_index=True)
-    return {distinct[i]: 0.0 + float(np.add.accumulate(values[label == i])[-1])
-            for i in ids[np.argsort(first)].tolist()}
-
-
-def _latest_gpu_before(t: np.ndarray, gpu_by_end: np.ndarray, gpu_ends: np.ndarray, lanes: np.ndarray,
-                       exclude: np.ndarray | None) -> np.ndarray:
-    """Per time: the GPU op (local index) that ended last by t + EPS_US, on another lane than `exclude` where
-    given; -1 if none. A run of same-lane neighbours in end order is skipped at once."""
-    i = np.searchsorted(gpu_ends, t + EPS_US, side="right") - 1
-    if exclude is not None and gpu_by_end.size:
-        by_end_lane = lanes[gpu_by_end]
-        starts = np.zeros(gpu_by_end.size, dtype=np.int64)
-        changes = np.flatnonzero(by_end_lane[1:] != by_end_lane[:-1]) + 1
-        starts[changes] = changes
-        run_start = np.maximum.accumulate(starts)
-        hit = (i >= 0) & (by_end_lane[np.maximum(i, 0)] == exclude)
-        i = np.where(hit, run_start[np.maximum(i, 0)] - 1, i)
-    return np.where(i >= 0, gpu_by_end[np.maximum(i, 0)] if gpu_by_end.size else -1, -1)
-
-
-def _predecessors(trace: Trace, g: _Graph, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                  gpu: np.ndarray) -> np.ndarray:
-    """Per local row, up to three predecessors (local indices, -1 for none), in the order the walk weighs them:
-    the previous op on its lane; for GPU work the runtime call that launched it, and, when it started after both,
-    the op on another stream that finished just before it; for a synchronizing call the GPU op it waited for.
-    Only those that ended by its start (EPS_US), or GPU ops a host call waited on."""
-    n = rows.size
-    lane = np.where(gpu, trace.stream[rows], trace.tid[rows])   # GPU work by stream, the rest by host thread
-    local = np.arange(n)
-    out = np.full((n, 3), -1, dtype=np.int64)
-    # each lane's rows by (start, end), ties in row order
-    on_lane = np.lexsort((local, end, ts, lane, gpu))
-    same = (gpu[on_lane[1:]] == gpu[on_lane[:-1]]) & (lane[on_lane[1:]] == lane[on_lane[:-1]])
-    out[on_lane[1:], 0] = np.where(same, on_lane[:-1], -1)
-    corr = trace.correlation[rows]
-    rt = np.flatnonzero(g.rt[rows] & (corr >= 0))
-    on_gpu = np.flatnonzero(gpu)
-    out[on_gpu, 1] = match(corr[rt], rt, corr[on_gpu], last=True)   # the last call of an id wins
-    gpu_by_end = on_gpu[np.argsort(end[on_gpu], kind="stable")]
-    gpu_ends = end[gpu_by_end]
-
-    def end_of(col: np.ndarray) -> np.ndarray:
-        return np.where(col >= 0, end[np.maximum(col, 0)], -np.inf)
-    ready = np.maximum(end_of(out[on_gpu, 0]), end_of(out[on_gpu, 1]))
-    late = ts[on_gpu] - ready > EPS_US   # started later than its stream and its launch allowed: a wait
-    waits, ready = on_gpu[late], ready[late]
-    other = _latest_gpu_before(ts[waits], gpu_by_end, gpu_ends, lane, lane[waits])
-    out[waits, 2] = np.where((other >= 0) & (end_of(other) > ready), other, -1)
-    syncs = np.flatnonzero(~gpu & g.sync[rows])
-    waited = _latest_gpu_before(end[syncs], gpu_by_end, gpu_ends, lane, None)
-    out[syncs, 1] = np.where((waited >= 0) & (end_of(waited) >= ts[syncs]), waited, -1)
-    p = np.maximum(out, 0)
-    kept = (end[p] <= (ts + EPS_US)[:, None]) | (~gpu[:, None] & gpu[p])
-    return np.where((out >= 0) & kept, out, -1)
-
-
-def _latest(preds: np.ndarray, end: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-    """Per row, the predecessor that ended last (a GPU op over a host call at the same end; the first of equals),
-    -1 when it has none."""
-    best = preds[:, 0].copy()
-    for k in (1, 2):
-        c = preds[:, k]
-        b, cc = np.maximum(best, 0), np.maximum(c, 0)
-        later = (end[cc] > end[b]) | ((end[cc] == end[b]) & gpu[cc] & ~gpu[b])
-        best = np.where((c >= 0) & ((best < 0) | later), c, best)
-    return best
+    for i in ids[np.argsort(first)].tolist():
+        yield names[i], 0.0 + float(np.add.accumulate(values[label == i])[-1])

@@ -112,7 +112,8 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     host_tid = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
     # unknown launch time: the gap cannot be blamed on a host wait
     known_launch = np.where((nxt >= 0) & (launch < 0), -np.inf, launch_ts)
-    blocking = _blocking_calls(trace, copies, busy, gs, ge, host_tid, known_launch)
+    waited_copy_row = _last_copy_before(trace, copies, gs)
+    blocking = _blocking_calls(trace, copies, busy, gs, ge, host_tid, known_launch, waited_copy_row)
     scale = np.where(length > 0, inside / np.maximum(length, 1e-9), 0.0)
     ext_wait = blocking["external"] * scale
 
@@ -129,7 +130,7 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
     launch_end = np.where(launch >= 0, trace.end[np.maximum(launch, 0)], -np.inf)
     in_call = ((launch >= 0) & (np.minimum(launch_end, ge) - np.maximum(launch_ts, gs) >= MAJORITY * length)
                & (length >= KERNEL_WAIT_US))
-    host_tids = np.where(launch >= 0, trace.tid[np.maximum(launch, 0)], _main_thread(trace))
+    host_tids = host_tid
     host_end = np.where(host_wait, launch_ts, ge)
     quiet = _quiet_host(trace, gs, host_end, host_tids)
     # A short wait for a launch filled with µs-long ops that launch nothing (views, reshapes, Python
@@ -180,7 +181,6 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
         counts[name] += int(np.count_nonzero(mask & (sync_cost > 0)))
     by_cause["other"] += float(ext_wait.sum())
 
-    waited_copy_row = _last_copy_before(trace, copies, gs)
     copy_idle = copy_idle_by_direction(
         trace,
         [(np.where(cause == COPY, rest, 0.0), np.where(call_copy >= 0, call_copy, waited_copy_row)),
@@ -232,10 +232,11 @@ def _sync_episodes(trace: Trace, rows: np.ndarray, busy_s: np.ndarray, gs: np.nd
 
 
 def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.ndarray, ge: np.ndarray,
-                    tids: np.ndarray, next_launch: np.ndarray) -> dict:
+                    tids: np.ndarray, next_launch: np.ndarray, last_copy: np.ndarray) -> dict:
     """Per gap: the host call (sync or memcpy) that was blocking when the GPU ran dry, and its cost.
 
-    `next_launch` is when the work that ends the gap was launched (inf if unknown). Returns per gap
+    `next_launch` is when the work that ends the gap was launched (inf if unknown); `last_copy` the copy that
+    ended last by each gap's start (_last_copy_before). Returns per gap
     `held` (the host still blocked after the GPU ran dry: return latency, or staging a pageable
     copy), `overlap` (min(drain, after)) and `external` (blocked on something else).
 
@@ -264,9 +265,12 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
         # The queue ran dry while the host was in the call, and the next work came only after it.
         hit = (j >= 0) & (c1 >= gs[on] - SYNC_TOLERANCE_US) & (next_launch[on] >= c1 - SYNC_TOLERANCE_US)
         call[on[hit]] = mine[j[hit]]
-    ok = call >= 0
-    s0 = np.where(ok, trace.ts[np.maximum(call, 0)], gs)
-    s1 = np.where(ok, trace.end[np.maximum(call, 0)], gs)
+    at = np.flatnonzero(call >= 0)   # the rest keep no call and zero costs
+    out["call"] = call
+    if at.size == 0:
+        return out
+    call, gs, ge = call[at], gs[at], ge[at]
+    s0, s1 = trace.ts[call], trace.end[call]
     drain = np.maximum(gs - s0, 0.0)
     blocked = np.maximum(np.minimum(s1, ge) - gs, 0.0)
     after = np.maximum(ge - np.maximum(s1, gs), 0.0)
@@ -276,17 +280,19 @@ def _blocking_calls(trace: Trace, copies: np.ndarray, busy: Coverage, gs: np.nda
     copy_cov = Coverage(trace.ts[copies], trace.end[copies])
     waited_busy = busy.covered(s0, gs)
     waited_copy = copy_cov.covered(s0, gs)
-    waited_for = np.where(issued >= 0, issued, _last_copy_before(trace, copies, gs))
+    waited_for = np.where(issued >= 0, issued, last_copy[at])
     big = np.nan_to_num(trace.nbytes[np.maximum(waited_for, 0)], nan=0.0) > SMALL_COPY_BYTES
     # waiting for a small copy (a value sent to or from the host) is a round trip, not copy volume
-    on_copy = ok & (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0) & (waited_for >= 0) & big
+    on_copy = (waited_copy >= MAJORITY * waited_busy) & (waited_busy > 0) & (waited_for >= 0) & big
     short_block = blocked <= np.maximum(LATENCY_US, 0.1 * drain)
     staging = own_copy_done & ~short_block
-    external = ok & ~short_block & ~staging
-    held = np.where(ok & (short_block | staging), blocked, 0.0)
-    overlap = np.where(ok, np.minimum(np.minimum(drain, after), ge - gs - held), 0.0)
-    out.update(call=call, held=held, overlap=overlap, external=np.where(external, blocked, 0.0),
-               drain=np.where(ok, drain, 0.0), on_copy=on_copy, copy_row=np.where(on_copy, waited_for, -1))
+    held = np.where(short_block | staging, blocked, 0.0)
+    out["held"][at] = held
+    out["overlap"][at] = np.minimum(np.minimum(drain, after), ge - gs - held)
+    out["external"][at] = np.where(~short_block & ~staging, blocked, 0.0)
+    out["drain"][at] = drain
+    out["on_copy"][at] = on_copy
+    out["copy_row"][at] = np.where(on_copy, waited_for, -1)
     return out
 
 
@@ -335,16 +341,14 @@ def _copy_in_call(trace: Trace, copies: np.ndarray, gs: np.ndarray, ge: np.ndarr
     out = np.full(gs.size, -1, dtype=np.int64)
     if not covered.any():
         return out, covered
-    issued = {int(c): int(r) for r, c in zip(copies.tolist(), launch_of(trace)[copies].tolist()) if c >= 0}
-    mid = 0.5 * (gs + ge)
+    g = np.flatnonzero(covered)
+    mid = 0.5 * (gs[g] + ge[g])
     k = np.searchsorted(trace.ts[calls], mid, side="right") - 1
-    for g in np.flatnonzero(covered).tolist():
-        call = int(calls[k[g]]) if k[g] >= 0 else -1
-        if call < 0 or trace.end[call] < mid[g] or call not in issued:
-            continue
-        c = issued[call]
-        adjacent = (abs(trace.ts[c] - ge[g]) <= SYNC_TOLERANCE_US) or (abs(trace.end[c] - gs[g]) <= SYNC_TOLERANCE_US)
-        out[g] = c if adjacent else -2
+    call = np.where(k >= 0, calls[np.maximum(k, 0)], -1)
+    c = _issued_copy(trace, copies, np.where((call >= 0) & ~(trace.end[call] < mid), call, -1))
+    c_ = np.maximum(c, 0)
+    adjacent = ((np.abs(trace.ts[c_] - ge[g]) <= SYNC_TOLERANCE_US) | (np.abs(trace.end[c_] - gs[g]) <= SYNC_TOLERANCE_US))
+    out[g] = np.where(c >= 0, np.where(adjacent, c, -2), -1)
     return out, covered
 
 

@@ -37,18 +37,33 @@ def _cpu_rows(trace: Trace) -> np.ndarray:
 
 
 def launches_inside(trace: Trace) -> np.ndarray:
-    """Per CPU row (see _cpu_rows): how many GPU launches its thread made inside it."""
+    """Per CPU row (see _cpu_rows): did its thread make a GPU launch inside it (the first launch at or after its
+    start comes by its end)?"""
     def compute() -> np.ndarray:
         rows = _cpu_rows(trace)
         launches = launch_rows(trace)
-        out = np.zeros(rows.size, dtype=np.int64)
-        for tid in distinct(trace.tid[rows]).tolist():
-            on = trace.tid[rows] == tid
-            lts = np.sort(trace.ts[launches[trace.tid[launches] == tid]])
+        out = np.zeros(rows.size, dtype=bool)
+        row_tid, launch_tid = trace.tid[rows], trace.tid[launches]
+        for tid in distinct(row_tid).tolist():
+            on = row_tid == tid
+            lts = np.sort(trace.ts[launches[launch_tid == tid]])
+            if lts.size == 0:
+                continue
             r = rows[on]
-            out[on] = np.searchsorted(lts, trace.end[r], "right") - np.searchsorted(lts, trace.ts[r], "left")
+            i = np.searchsorted(lts, trace.ts[r], "left")
+            out[on] = (i < lts.size) & (lts[np.minimum(i, lts.size - 1)] <= trace.end[r])
         return out
     return trace.cached("launches_inside", compute)
+
+
+def _host_kinds(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per CPU row (see _cpu_rows): its thread; quiet (launches nothing, not data loading); a launching CPU op."""
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = _cpu_rows(trace)
+        launching = launches_inside(trace)
+        quiet = ~launching & ~_named(trace, rows, _DATALOADER)
+        return trace.tid[rows], quiet, launching & (trace.kind[rows] == CPU_OP)
+    return trace.cached("host_kinds", compute)
 
 
 def host_work(trace: Trace, tid: int, min_op_us: float = 0.0) -> Coverage:
@@ -62,10 +77,10 @@ def host_work(trace: Trace, tid: int, min_op_us: float = 0.0) -> Coverage:
     key = (tid, float(min_op_us))
     if key not in cache:
         rows = _cpu_rows(trace)
-        n = launches_inside(trace)
-        on = (trace.tid[rows] == tid) & (trace.dur[rows] >= min_op_us)
-        quiet = rows[on & (n == 0) & ~_named(trace, rows, _DATALOADER)]
-        launching = rows[(trace.tid[rows] == tid) & (n > 0) & (trace.kind[rows] == CPU_OP)]
+        row_tid, quiet, launching = _host_kinds(trace)
+        mine = row_tid == tid
+        quiet = rows[mine & quiet & (trace.dur[rows] >= min_op_us) if min_op_us else mine & quiet]
+        launching = rows[mine & launching]
         spans = difference((trace.ts[quiet], trace.end[quiet]), (trace.ts[launching], trace.end[launching]))
         cache[key] = Coverage(*spans)
     return cache[key]
@@ -103,8 +118,7 @@ def memcpy_calls(trace: Trace) -> np.ndarray:
 def top_host_ops(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top: int = 5) -> list[tuple[int, float]]:
     """Quiet (non-launching) ops on `tid` overlapping the intervals most, one per name: (row, overlap µs)."""
     rows = _cpu_rows(trace)
-    n = launches_inside(trace)
-    quiet = rows[(trace.tid[rows] == tid) & (n == 0)]
+    quiet = rows[(_host_kinds(trace)[0] == tid) & ~launches_inside(trace)]
     if quiet.size == 0 or lo.size == 0:
         return []
     quiet = quiet[np.lexsort((-trace.dur[quiet], trace.ts[quiet]))]
@@ -139,21 +153,17 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
     rows = _cpu_rows(trace)
     rows = rows[trace.tid[rows] == tid]
     order = np.argsort(-(hi - lo), kind="stable")[:max_gaps]
-    ts, end, dur = trace.ts[rows], trace.end[rows], trace.dur[rows]
-    near = _Near(ts, dur)
+    near = _Near(trace.ts[rows], trace.end[rows], trace.dur[rows])
     amount: dict[int, float] = {}
     exemplar: dict[int, int] = {}
     rest = []
-    for g in order.tolist():
-        a, b = float(lo[g]), float(hi[g])
+    for g, a, b in zip(order.tolist(), lo[order].tolist(), hi[order].tolist()):
         span = b - a
-        look = near(a, b)
-        cover = np.minimum(end[look], b) - np.maximum(ts[look], a)
-        cand = look[cover >= MAJORITY * span]
-        if cand.size == 0:
+        h = near.holder(a, b)
+        if h < 0:
             rest.append(g)
             continue
-        r = int(rows[cand[np.argmin(dur[cand])]])
+        r = int(rows[h])
         name = int(trace.name[r])
         amount[name] = amount.get(name, 0.0) + span
         if name not in exemplar or trace.dur[r] > trace.dur[exemplar[name]]:
@@ -169,27 +179,43 @@ def ops_holding_gaps(trace: Trace, tid: int, lo: np.ndarray, hi: np.ndarray, top
 
 
 class _Near:
-    """The ops (indices, ascending) that can overlap [a, b]: all of them for a few ops; else the longest ones
-    (fewer than _LONG) and those no longer than the rest that start within twice that length before a
-    (a margin, so rounding never drops one) up to b. A superset of the overlapping ones, in their own order."""
+    """The ops that can overlap [a, b]: all of them for a few ops; else the longest ones (fewer than _LONG) and
+    those no longer than the rest that start within twice that length before a (a margin, so rounding never drops
+    one) up to b. A superset of the overlapping ones: each part kept with its ops' start, end and length in its
+    own order (the long ones by index, the rest by start), so a gap reads slices, not gathers."""
 
-    def __init__(self, ts: np.ndarray, dur: np.ndarray) -> None:
-        self.all = np.arange(ts.size)
+    def __init__(self, ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> None:
         if ts.size <= 4 * _LONG:
             self.limit = None
-            return
-        self.limit = float(np.partition(dur, ts.size - _LONG)[ts.size - _LONG])
-        self.long = np.flatnonzero(~(dur <= self.limit))
-        short = np.flatnonzero(dur <= self.limit)
-        order = np.argsort(ts[short], kind="stable")
-        self.short, self.short_ts = short[order], ts[short][order]
+            long = np.arange(ts.size)
+            short = long[:0]
+        else:
+            self.limit = float(np.partition(dur, ts.size - _LONG)[ts.size - _LONG])
+            long = np.flatnonzero(~(dur <= self.limit))
+            short = np.flatnonzero(dur <= self.limit)
+            short = short[np.argsort(ts[short], kind="stable")]
+        self.parts = [(i, ts[i], end[i], dur[i]) for i in (long, short)]
 
-    def __call__(self, a: float, b: float) -> np.ndarray:
-        if self.limit is None:
-            return self.all
-        i = int(np.searchsorted(self.short_ts, a - 2 * self.limit, side="left"))
-        j = int(np.searchsorted(self.short_ts, b, side="right"))
-        return np.sort(np.concatenate((self.long, self.short[i:j])))
+    def holder(self, a: float, b: float) -> int:
+        """The shortest op covering at least half of [a, b] (of equals, the first by index), -1 if none."""
+        span = b - a
+        best = (np.inf, -1)
+        for k, (idx, ts, end, dur) in enumerate(self.parts):
+            if k == 1:
+                if self.limit is None:
+                    break
+                i = int(np.searchsorted(ts, a - 2 * self.limit, side="left"))
+                j = int(np.searchsorted(ts, b, side="right"))
+                idx, ts, end, dur = idx[i:j], ts[i:j], end[i:j], dur[i:j]
+            ok = (np.minimum(end, b) - np.maximum(ts, a)) >= MAJORITY * span
+            if not ok.any():
+                continue
+            d = dur[ok]
+            m = float(d.min())
+            first = int(idx[ok][d == m].min())
+            if (m, first) < best or best[1] < 0:
+                best = (m, first)
+        return best[1]
 
 
 _LONG = 1024

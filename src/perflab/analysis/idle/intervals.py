@@ -12,8 +12,13 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     ends = np.asarray(ends, dtype=np.float64)
     if starts.size == 0:
         return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if starts.size > 1 and bool((starts[1:] >= starts[:-1]).all()):   # sorted already
+        if bool((starts[1:] > ends[:-1]).all()) and bool((ends[1:] > ends[:-1]).all()):
+            return starts.copy(), ends.copy()   # merged already: each its own group, reach == ends
+        s, e = starts, ends
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
     new_group = np.empty(s.size, dtype=bool)
     new_group[0] = True
@@ -75,17 +80,21 @@ class Coverage:
     """Fast 'how much of [x, y] is covered' queries against one union of intervals."""
 
     def __init__(self, starts, ends) -> None:
-        self.s, self.e = merge(starts, ends)
+        s, e = merge(starts, ends)
+        # entry i describes the last interval starting at or before t when i intervals do (searchsorted's i);
+        # entry 0 (none does) is an empty interval at +inf: min(t, inf) - inf = -inf, so nothing is covered
+        self._s = np.concatenate(([np.inf], s))
+        self._e = np.concatenate(([np.inf], e))
+        self.s, self.e = self._s[1:], self._e[1:]
         self._cum = np.concatenate(([0.0], np.cumsum(self.e - self.s)))
+        self._full = np.concatenate(([0.0], self._cum[:-1]))   # length of the intervals before entry i's
 
     def covered_before(self, t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
         if self.s.size == 0:
             return np.zeros(t.shape)
         i = np.searchsorted(self.s, t, side="right")  # intervals starting at or before t
-        full = self._cum[np.maximum(i - 1, 0)]
-        partial = np.where(i > 0, np.minimum(t, self.e[np.maximum(i - 1, 0)]) - self.s[np.maximum(i - 1, 0)], 0.0)
-        return np.where(i > 0, full + np.maximum(partial, 0.0), 0.0)
+        return self._full[i] + np.maximum(np.minimum(t, self._e[i]) - self._s[i], 0.0)
 
     def covered(self, lo, hi) -> np.ndarray:
         """Covered length within each [lo, hi] (vectorized)."""

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from perflab.analysis.idle.copy_deps import copy_dependencies
-from perflab.analysis.idle.intervals import length, overlap_length
+from perflab.analysis.idle.intervals import length, merge, overlap_length
 from perflab.analysis.work.kernels import first_match, window_gpu_rows
 from perflab.analysis.steps.links import launch_of, launch_rows
 from perflab.analysis.idle.syncs import sync_rows
@@ -42,7 +42,7 @@ def _copies(trace: Trace, windows: Windows) -> dict:
     pageable = trace.name_table_mask(is_pageable)[rows]
     kernels = window_gpu_rows(trace, windows)
     kernels = kernels[trace.kind[kernels] == KERNEL]
-    compute = (trace.ts[kernels], trace.end[kernels])
+    compute = merge(trace.ts[kernels], trace.end[kernels])   # once: every overlap below would merge it again
     is_async = _not_waited_for(trace, rows)
     deps = copy_dependencies(trace, rows, kernels, dirs.tolist())
     consumers = {"consumers_sought": deps["consumers_sought"], "consumers_found": deps["consumers_found"]}

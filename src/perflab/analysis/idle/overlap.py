@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.idle.intervals import length, overlap_length
+from perflab.analysis.idle.intervals import length, merge, overlap_length
 from perflab.analysis.work.kernels import TYPES, row_types, window_gpu_rows
 from perflab.analysis.steps.windows import Windows
 from perflab.trace.model import Trace, distinct
@@ -24,7 +24,7 @@ def overlaps(trace: Trace, windows: Windows) -> dict:
     rows = window_gpu_rows(trace, windows)
     types = row_types(trace, rows)
     comp = rows[np.isin(types, _COMPUTE)]
-    compute = (trace.ts[comp], trace.end[comp])
+    compute = merge(trace.ts[comp], trace.end[comp])   # once: each overlap below would merge it again
     copy = rows[types == TYPES.index("memcpy")]
     comm = rows[types == TYPES.index("communication")]
     return {
