@@ -17,11 +17,15 @@ NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _PEEK = 1 << 20
 
 
+def is_gzip(path: Path) -> bool:
+    """Whether the file's content is gzip (by its magic bytes, whatever its name)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, transparently gunzipping it when its content is gzip."""
-    with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
 def peek(path: Path, size: int = _PEEK) -> bytes:

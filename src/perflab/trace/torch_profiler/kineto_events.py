@@ -339,21 +339,21 @@ class ColumnBuilder:
             self.flow_parts[key].extend(col if isinstance(col, list) else [col])
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        empty = {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64, "dur": np.float64,
-                 "tid": np.int64, "stream": np.int64, "device": np.int64,
-                 "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
-                 "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32,
-                 "concrete": np.int32}
-        parts = {key: self.parts.pop(key, []) for key in empty}
-        join = lambda key: np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=empty[key])  # noqa: E731
-        if self.n_events < _JOIN_IN_THREADS:
-            columns = {key: join(key) for key in empty}
-        else:  # a copy runs without the GIL: two threads fault in the new pages side by side
-            with ThreadPoolExecutor(2) as pool:
-                columns = dict(zip(empty, pool.map(join, empty)))
-        flow_types = {"id": np.int64, "ts": np.float64, "phase": np.int8}
-        flows = {}
-        for key, dtype in flow_types.items():
-            parts = self.flow_parts.pop(key, [])
-            flows[key] = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        columns = _joined(self.parts, {"cat": np.int16, "kind": np.int8, "name": np.int32, "ts": np.float64,
+                                       "dur": np.float64, "tid": np.int64, "stream": np.int64, "device": np.int64,
+                                       "correlation": np.int64, "external_id": np.int64, "nbytes": np.float64,
+                                       "grid": np.int64, "block": np.int64, "shape": np.int32, "dtype": np.int32,
+                                       "concrete": np.int32}, threads=self.n_events >= _JOIN_IN_THREADS)
+        flows = _joined(self.flow_parts, {"id": np.int64, "ts": np.float64, "phase": np.int8}, threads=False)
         return columns, flows
+
+
+def _joined(parts: dict[str, list[np.ndarray]], dtypes: dict, threads: bool) -> dict[str, np.ndarray]:
+    """Each key's blocks as one array (taken out of `parts`); with threads, two join side by side (a copy runs
+    without the GIL, so two threads fault in the new pages at once)."""
+    pending = {key: parts.pop(key, []) for key in dtypes}
+    join = lambda key: np.concatenate(pending.pop(key)) if pending[key] else np.zeros(0, dtype=dtypes[key])  # noqa: E731
+    if not threads:
+        return {key: join(key) for key in dtypes}
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(dtypes, pool.map(join, dtypes)))

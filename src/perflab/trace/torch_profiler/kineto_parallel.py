@@ -20,7 +20,7 @@ from pathlib import Path
 
 from perflab.trace.torch_profiler.json_stream import SYNTAX_ERRORS, EventStream, NotATrace, is_object_tail
 from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
-from perflab.trace.sniff import open_binary
+from perflab.trace.sniff import is_gzip, open_binary
 
 # Below this many bytes of JSON the sequential reader is faster than starting workers.
 PARALLEL_MIN_BYTES = 48 << 20
@@ -138,20 +138,33 @@ def _boundary(fh, lo: int, limit: int) -> tuple[int, int] | None:
     return None
 
 
-def _decode_range(task: tuple[str, int, int, int, bool, int]) -> dict:
-    path, lo, hi, array_end, first, block_size = task
+def range_builder(path: str, lo: int, hi: int, array_end: int, first: bool, block_size: int) -> ColumnBuilder:
+    """The columns of the events starting in [lo, hi) of the file (a worker's or a reader thread's share)."""
+    builder = ColumnBuilder()
     span = _event_span(path, lo, hi, array_end, first)
     if span is None:
-        return ColumnBuilder().export()
-    builder = ColumnBuilder()
-    reader = io.BufferedReader(_RangeReader(path, *span), buffer_size=1 << 16)
+        return builder
     try:
-        with reader:
+        with io.BufferedReader(_RangeReader(path, *span), buffer_size=1 << 16) as reader:
             for _ in EventStream(reader, block_size).blocks(builder.add_raw):
                 pass
     except (ValueError, *SYNTAX_ERRORS) as exc:
         raise BadCut(str(exc)) from None
-    return builder.export()
+    return builder
+
+
+def _decode_range(task: tuple[str, int, int, int, bool, int]) -> dict:
+    return range_builder(*task).export()
+
+
+def range_tasks(path: Path, workers: int, block_size: int) -> tuple[list[tuple], bytes]:
+    """(range_builder's arguments for each share of the events array, in file order; the metadata document)."""
+    head, first, last, tail = _array_bounds(path)
+    n_tasks = workers * TASKS_PER_WORKER   # several per worker: one slow range is not the end
+    step = max(1, (last - first) // n_tasks)
+    edges = [first + i * step for i in range(n_tasks)] + [last]
+    tasks = [(str(path), lo, hi, last, i == 0, block_size) for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+    return tasks, head + b'"traceEvents":[]' + tail
 
 
 def _array_bounds(path: Path) -> tuple[bytes, int, int, bytes]:
@@ -188,10 +201,8 @@ def _gzip_tasks(stream: EventStream, per_task: int):
 def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBuilder, bytes]:
     """(columns of all events, the metadata document). Raises BadCut to ask for the sequential reader."""
     builder = ColumnBuilder()
-    with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
     with mp.get_context("fork").Pool(workers) as pool:
-        if gzipped:
+        if is_gzip(path):
             with open_binary(path) as fh:
                 stream = EventStream(fh, block_size)
                 try:
@@ -207,11 +218,7 @@ def decode_parallel(path: Path, block_size: int, workers: int) -> tuple[ColumnBu
                 except NotATrace:
                     raise BadCut("no traceEvents array") from None
                 return builder, stream.metadata_document()
-        head, first, last, tail = _array_bounds(path)
-        n_tasks = workers * TASKS_PER_WORKER
-        step = max(1, (last - first) // n_tasks)
-        edges = [first + i * step for i in range(n_tasks)] + [last]
-        tasks = [(str(path), lo, hi, last, i == 0, block_size) for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+        tasks, meta = range_tasks(path, workers, block_size)
         for part in pool.imap(_decode_range, tasks):
             builder.absorb(part)
-    return builder, head + b'"traceEvents":[]' + tail
+    return builder, meta

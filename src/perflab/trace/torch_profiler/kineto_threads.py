@@ -10,52 +10,30 @@ BadCut asks the caller for the sequential reader, which retries cuts and reports
 """
 from __future__ import annotations
 
-import io
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from perflab.trace.sniff import open_binary
+from perflab.trace.sniff import is_gzip, open_binary
 from perflab.trace.torch_profiler.json_stream import SYNTAX_ERRORS, EventStream, NotATrace
 from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
-from perflab.trace.torch_profiler import kineto_parallel
-from perflab.trace.torch_profiler.kineto_parallel import BadCut, _array_bounds, _event_span, _RangeReader
+from perflab.trace.torch_profiler.kineto_parallel import BadCut, range_builder, range_tasks
 
 _AHEAD = 4    # blocks the decompressing thread may cut ahead of the decoder
 
 
-def _decode_range(path: str, lo: int, hi: int, array_end: int, first: bool, block_size: int) -> ColumnBuilder:
-    span = _event_span(path, lo, hi, array_end, first)
-    builder = ColumnBuilder()
-    if span is None:
-        return builder
-    try:
-        with io.BufferedReader(_RangeReader(path, *span), buffer_size=1 << 16) as reader:
-            for _ in EventStream(reader, block_size).blocks(builder.add_raw):
-                pass
-    except (ValueError, *SYNTAX_ERRORS) as exc:
-        raise BadCut(str(exc)) from None
-    return builder
-
-
 def decode_threaded(path: Path, block_size: int, threads: int) -> tuple[ColumnBuilder, bytes]:
     """(columns of all events, the metadata document). Raises BadCut to ask for the sequential reader."""
-    with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
-    if gzipped:
+    if is_gzip(path):
         return _decode_gzip(path, block_size)
-    head, first, last, tail = _array_bounds(path)
-    n_ranges = threads * kineto_parallel.TASKS_PER_WORKER   # several per thread: one slow range is not the end
-    step = max(1, (last - first) // n_ranges)
-    edges = [first + i * step for i in range(n_ranges)] + [last]
+    tasks, meta = range_tasks(path, threads, block_size)
     builder = ColumnBuilder()
     with ThreadPoolExecutor(threads, thread_name_prefix="perflab-reader") as pool:
-        parts = [pool.submit(_decode_range, str(path), lo, hi, last, i == 0, block_size)
-                 for i, (lo, hi) in enumerate(zip(edges, edges[1:]))]
+        parts = [pool.submit(range_builder, *task) for task in tasks]
         for part in parts:          # in file order: string ids are assigned in order of first appearance
             builder.adopt(part.result())
-    return builder, head + b'"traceEvents":[]' + tail
+    return builder, meta
 
 
 def _decode_gzip(path: Path, block_size: int) -> tuple[ColumnBuilder, bytes]:
