@@ -322,6 +322,15 @@ def shipped_file(folder: Path, name: str) -> Path:
     return Path(folder) / f"{name}.py"
 
 
+def assert_inputs_follow_the_seed(module, keys=("a", "b")) -> None:
+    """A workload's setup(device, seed) draws the same inputs for the same seed and others for another seed."""
+    import torch
+
+    one, again, other = (module.setup("cpu", s) for s in (3, 3, 4))
+    assert all(torch.equal(one[k], again[k]) for k in keys)
+    assert not torch.equal(one[keys[0]], other[keys[0]])
+
+
 @pytest.fixture
 def straggler_recording(tmp_path):
     """The DDP example with 5 ms of host work on rank 1 (tests/data/multigpu/h200x2, 2 x H200) as a recording:
