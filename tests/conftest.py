@@ -322,6 +322,19 @@ def shipped_file(folder: Path, name: str) -> Path:
     return Path(folder) / f"{name}.py"
 
 
+def served_variants(puzzle, seed: int = 5) -> dict:
+    """A serving puzzle's slow workload and solution, one pass of the stream each on one seed on the CPU:
+    (state, outputs) per variant."""
+    from perflab.puzzles.engine import runner
+
+    out = {}
+    for variant in ("slow", "solution"):
+        module = runner.load_module(puzzle.file(variant))
+        state = module.setup("cpu", seed)
+        out[variant] = (state, module.step(state))
+    return out
+
+
 def assert_inputs_follow_the_seed(module, keys=("a", "b")) -> None:
     """A workload's setup(device, seed) draws the same inputs for the same seed and others for another seed."""
     import torch

@@ -17,6 +17,8 @@ from perflab.puzzles.engine import catalog, kinds, replay, runner  # noqa: E402
 from perflab.puzzles.evidence import serving as sv  # noqa: E402
 from perflab.workloads import llama, serving  # noqa: E402
 
+from conftest import served_variants  # noqa: E402
+
 PUZZLE = catalog.get("chunked-prefill")
 
 
@@ -39,12 +41,7 @@ def test_a_mixed_forward_is_a_decode_and_a_prefill_chunk():
 
 @pytest.fixture(scope="module")
 def served():
-    out = {}
-    for variant in ("slow", "solution"):
-        module = load(variant)
-        state = module.setup("cpu", 5)
-        out[variant] = (state, module.step(state))
-    return out
+    return served_variants(PUZZLE)
 
 
 def test_the_fix_gives_every_request_the_same_scores(served):

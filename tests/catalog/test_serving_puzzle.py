@@ -20,6 +20,8 @@ from perflab.puzzles.engine import catalog, kinds, replay, runner  # noqa: E402
 from perflab.puzzles.evidence import serving as sv  # noqa: E402
 from perflab.workloads import llama, serving  # noqa: E402
 
+from conftest import served_variants  # noqa: E402
+
 PUZZLE = catalog.get("continuous-batching")
 
 
@@ -29,13 +31,7 @@ def load(variant: str):
 
 @pytest.fixture(scope="module")
 def served():
-    """Slow and solution, one pass of the stream each on one seed: (state, outputs) per variant."""
-    out = {}
-    for variant in ("slow", "solution"):
-        module = load(variant)
-        state = module.setup("cpu", 5)
-        out[variant] = (state, module.step(state))
-    return out
+    return served_variants(PUZZLE)
 
 
 # -- llama.forward_slots ------------------------------------------------------------------------------
