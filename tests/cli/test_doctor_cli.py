@@ -55,7 +55,7 @@ def test_rank_and_step_options(tmp_path, capsys):
     assert main(["doctor", "--json", "--rank", "1", str(tmp_path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["source"]["rank"] == 1 and doc["source"]["ranks"] == [0, 1]
-    assert doc["findings"][0]["id"] == "below-roof" and doc["verdict"].startswith("Not judged")  # busy, no shapes
+    assert doc["findings"][0]["id"] == "not-judged" and doc["verdict"].startswith("Not judged")  # busy, no shapes
     assert main(["doctor", "--json", "--step", "1", str(tmp_path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["source"]["window"]["steps"] == [1] and doc["findings"][0]["id"] == "launch-overhead"

@@ -57,7 +57,7 @@ def test_busy_gpu_on_gemms_without_shapes_is_not_judged_not_healthy(tmp_path):
     """Nothing at the system level, but no op carries shapes: how close the GEMMs run to their roof is
     unknown, so the top line says so (issue 24: not judged is not healthy), with the kernel and the ncu command."""
     rep = report(tmp_path, synthetic.gpu_bound(steps=4))
-    assert ids(rep) == ["below-roof"] and rep.top.severity == "low" and rep.top.gain_pct == 0
+    assert ids(rep) == ["not-judged"] and rep.top.severity == "info" and rep.top.gain_pct == 0
     ev = rep.top.evidence
     assert ev["unjudged_gpu_time_pct"] == 100 and ev["kernels"][0]["kernel"] == synthetic.GEMM
     assert ev["kernels"][0]["gpu_time_pct"] > 95 and "record_shapes" in ev["why"]
@@ -112,7 +112,7 @@ def test_step_option_limits_the_analysis(tmp_path):
             b.op("aten::add", [(synthetic.ELEMENTWISE, 2.0)], cpu_us=14)
     path = b.write(tmp_path / "t.json")
     assert diagnose(path, step=2).top.id == "launch-overhead"
-    assert diagnose(path, step=1).top.id == "below-roof"   # busy, but no shapes: not judged
+    assert diagnose(path, step=1).top.id == "not-judged"   # busy, but no shapes: not judged
 
 
 @pytest.mark.parametrize("puzzle, planted", [("01-launch-overhead", "launch-overhead"),

@@ -27,7 +27,7 @@ def test_a_busy_trace_of_unpriced_kernels_is_not_healthy_and_names_them(puzzle):
     report = diagnose(trace)
     assert "healthy" not in report.ids()
     top = report.findings[0]
-    assert top.id == "below-roof" and top.gain_pct == 0 and report.verdict.startswith("Not judged:")
+    assert top.id == "not-judged" and top.gain_pct == 0 and report.verdict.startswith("Not judged:")
     ev = top.evidence
     assert ev["unjudged_gpu_time_pct"] >= 50 and ev["gpu_busy_pct"] > 80
     assert ev["kernels"][0]["gpu_time_pct"] == max(k["gpu_time_pct"] for k in ev["kernels"])

@@ -34,5 +34,5 @@ def test_the_persistent_launch_keeps_the_gpu_busy():
     report = recorded("solution")
     # nothing at the system level; the persistent kernel is custom CUDA the work model cannot price, so the
     # top line says it is not judged (issue 24) rather than healthy
-    assert report.findings[0].id == "below-roof" and report.verdict.startswith("Not judged")
+    assert report.findings[0].id == "not-judged" and report.verdict.startswith("Not judged")
     assert all(f.severity in ("info", "low") for f in report.findings)

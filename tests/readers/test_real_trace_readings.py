@@ -36,8 +36,12 @@ READINGS = {
     # one vLLM execute_context (an 888-token prefill) in eager mode; .item() only on CPU tensors: no sync
     REAL / "tracelens_b200_vllm_eager.json.gz": (1, {}, 13.5, 1.0, {"h2d": (15, 33_109), "d2d": (146, 771_323_904)}),
     REAL / "tracelens_h100_bert_small.json.gz": (1, {"cudaStreamSynchronize": 1}, 7.0, 1.0, {"d2h": (1, 1)}),
-    # ROCm: hip* runtime, RCCL's ncclDevKernel_Generic; 3 DDP steps
-    REAL / "tracelens_mi300x_resnet_ddp.json.gz": (3, {}, 95.1, 3.0, {"d2d": (550, 70_195_152)}),
+    # ROCm: hip* runtime, RCCL's ncclDevKernel_Generic; 3 DDP steps. The host runs ~30 ms ahead: on the GPU's clock
+    # the steps run from 30.08 to 86.60 ms after the first ProfilerStep opens, the kernel/copy union covering 99.5 %
+    # of it (over the host's ProfilerStep span it is 95.1 %: that span holds the end of step 14's work, with the 184
+    # device-to-device copies whose launch the trace does not hold and whose size it does not say). The three steps
+    # launch 366 copies of 70,195,152 bytes in all.
+    REAL / "tracelens_mi300x_resnet_ddp.json.gz": (3, {}, 99.5, 0.5, {"d2d": (366, 70_195_152)}),
     PEER / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz": (2, {"hipMemcpyWithStream": 2}, 1.6, 0.5,
                                                                     {"h2d": (2, 0)}),
     # a benchmark harness: warm-up and measured forwards under one wrapper range, no step marker
@@ -102,9 +106,9 @@ def test_the_vllm_decode_steps_are_its_engine_steps():
     assert "execute_context_0(0)_generation_4(4)" in report.source["window"]["found_by"]
     assert 70 < report.analyses["summary"]["step_time_ms"] < 85  # 10 steps in 775 ms
     # busy, but its roofs cannot be judged: most GPU time is CUDA-graph replays, which no op launches. Not judged
-    # is not healthy (issue 24): the headline says so, with the kernels and the ncu command
+    # is not healthy: the headline says so, with the kernels and the ncu command
     top = report.findings[0]
-    assert top.id == "below-roof" and top.severity == "low" and report.verdict.startswith("Not judged")
+    assert top.id == "not-judged" and top.severity == "info" and report.verdict.startswith("Not judged")
     assert top.evidence["unjudged_gpu_time_pct"] > 80 and top.evidence["ncu_command"].startswith("perflab ncu")
     unjudged = top.evidence["why"]
     assert unjudged.startswith("83% of its GPU time is replayed from CUDA graphs")

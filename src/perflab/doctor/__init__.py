@@ -108,6 +108,7 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
                                         analyses={"summary": ctx.summary, "compile_work": work}))
     findings = ranked_findings(ctx)
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
+    findings += beside_system_verdict(ctx, findings)
     analyses = {**rank_analyses(ctx, traces), "compile_work": work, "critical_path": critical_path_summary(ctx)}
     from perflab.doctor.rules.multigpu import multirank
 
@@ -120,6 +121,17 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     if ctx.streams_overlap:
         text += " " + analyses["critical_path"]["note"]
     return Report(source=source, verdict=text, findings=findings, analyses=plain(analyses))
+
+
+def beside_system_verdict(ctx, findings: list) -> list:
+    """`not-judged` after the system findings that lead: most of the GPU time unpriced, whatever the system level
+    says (rules/unjudged.py); [] where it heads the report already or the time was priced."""
+    from perflab.doctor.rules.unjudged import unjudged
+
+    if any(f.id == "not-judged" for f in findings):
+        return []
+    note = unjudged(ctx)
+    return [note] if note is not None else []
 
 
 def critical_path_summary(ctx) -> dict:
@@ -220,7 +232,7 @@ def _cut_short(trace: Trace, windows) -> dict:
         return {}
     steps = profiler_steps(trace)
     keep = np.isin(steps.number, np.asarray(windows.steps, dtype=np.int64))
-    if not keep.any():
+    if not keep.any() or steps.on_gpu:   # on the GPU's clock the host's ranges are short by design
         return {}
     annotated = float((steps.end[keep] - steps.start[keep]).sum())
     if annotated <= 0 or windows.total >= 0.5 * annotated:
@@ -238,6 +250,10 @@ def verdict(findings: list[Finding]) -> str:
     others = [f.id for f in findings[1:] if f.severity in ("high", "medium")]
     if others:
         text += f" Also: {', '.join(others)}."
+    unjudged = next((f for f in findings[1:] if f.id == "not-judged"), None)
+    if unjudged is not None:
+        text += (f" Kernels not judged: {unjudged.evidence.get('unjudged_gpu_time_pct', 0):.0f}% of the GPU time has "
+                 "no price (see not-judged).")
     return text
 
 

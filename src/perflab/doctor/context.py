@@ -10,7 +10,7 @@ from perflab.analysis.work.kernels import kernel_breakdown
 from perflab.analysis.idle.launches import launch_stats
 from perflab.analysis.idle.memcpy import copies
 from perflab.analysis.idle.overlap import overlaps
-from perflab.analysis.reports.summary import evidence_summary, step_time_us
+from perflab.analysis.reports.summary import evidence_summary, typical_step_us
 from perflab.analysis.idle.syncs import sync_summary
 from perflab.analysis.idle.timeline import busy_idle
 from perflab.analysis.steps.windows import Windows, analysis_windows, trace_origin
@@ -38,7 +38,9 @@ class Context:
 
     @cached_property
     def step_ms(self) -> float:
-        return step_time_us(self.trace, self.windows) / 1e3  # = summary["step_time_ms"], without the summary
+        """The step per-step totals are read against (summary.typical_step_us): the median, the mean where steps
+        differ; the summary's step_time_ms is always the median."""
+        return typical_step_us(self.trace, self.windows) / 1e3
 
     def rank_windows(self, trace: Trace) -> Windows:
         """The analysis windows of one of `ranks`: this rank's, or another's for the same step."""

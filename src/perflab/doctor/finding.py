@@ -13,7 +13,7 @@ SEVERITIES = ("high", "medium", "low", "info")
 SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
 TAXONOMY_IDS = {
-    "healthy": "any", "gpu-idle": "system", "host-sync": "system", "launch-overhead": "system",
+    "healthy": "any", "not-judged": "any", "recompilation": "system", "gpu-idle": "system", "host-sync": "system", "launch-overhead": "system",
     "host-compute": "system", "input-pipeline": "system", "memcpy": "system",
     "pageable-memcpy": "system", "h2d-copy": "system", "d2h-copy": "system", "no-overlap": "system",
     "serialized-kernels": "system", "allocator-churn": "system",

@@ -100,7 +100,8 @@ def windows_of(summary: dict) -> Windows:
     w = summary["window"]
     return Windows(np.asarray(w["start"], dtype=np.float64), np.asarray(w["end"], dtype=np.float64), w["kind"],
                    tuple(w["steps"]), w["found_by"],
-                   np.asarray(w["opened"], dtype=np.float64) if "opened" in w else None)
+                   np.asarray(w["opened"], dtype=np.float64) if "opened" in w else None,
+                   np.asarray(w["closed"], dtype=np.float64) if "closed" in w else None)
 
 
 class SummaryContext(Context):

@@ -5,6 +5,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perflab.analysis.reports.summary import UNEVEN
 from perflab.doctor.finding import Finding, Report
 from perflab.report.console import safe_console
 
@@ -63,7 +64,7 @@ def render_report(report: Report, console: Console | None = None, *, events: int
                            f"{shares}", style="dim"))
     elif summary:
         console.print(Text(
-            f"steps {summary['steps']}, step {summary['step_time_ms']:.2f} ms, GPU busy {summary['gpu_busy_pct']:.1f}%, "
+            f"steps {summary['steps']}, step {step_words(summary)}, GPU busy {summary['gpu_busy_pct']:.1f}%, "
             f"{summary['kernels_per_step']:.0f} kernels/step (mean {summary['mean_kernel_us']:.1f} µs), "
             f"{summary['syncs']['per_step']:.1f} syncs/step", style="dim"))
     if summary and not split:
@@ -92,6 +93,16 @@ def render_report(report: Report, console: Console | None = None, *, events: int
         from perflab.report.ncu_terminal import render_ncu
 
         render_ncu(report, console)
+
+
+def step_words(summary: dict) -> str:
+    """The step time: the median, and the mean and p99 beside it where the steps differ (the per-step figures are
+    then read against the mean: a median alone would be shorter than they say)."""
+    median, mean = summary["step_time_ms"], summary.get("step_time_mean_ms")
+    clock = " on the GPU's clock" if summary.get("clock") == "gpu" else ""
+    if mean is None or mean < UNEVEN * median:
+        return f"{median:.2f} ms{clock}"
+    return f"{median:.2f} ms median, {mean:.2f} ms mean, p99 {summary['step_time_p99_ms']:.2f} ms{clock}"
 
 
 def _render_folder(console: Console, folder: dict) -> None:

@@ -387,7 +387,8 @@ def _analyze_sliced(trace: Trace, windows: Windows) -> GapAnalysis:
         if not keep.any():
             continue
         opened = None if windows.opened is None else np.clip(windows.opened, a, b)[keep]
-        sub = Windows(start[keep], end[keep], windows.kind, windows.steps, opened=opened)
+        sub = Windows(start[keep], end[keep], windows.kind, windows.steps, opened=opened,
+                      closed=None if windows.closed is None else windows.closed[keep])
         i = max(int(np.searchsorted(ts, a, side="left")) - 1, 0)
         j = min(int(np.searchsorted(ts, b, side="right")) + 1, rows.size)
         parts.append(_analyze_gaps(trace, sub, rows[i:j]))

@@ -12,7 +12,14 @@ def assigned_step(trace: Trace, windows: Windows, rows: np.ndarray) -> np.ndarra
     """Window index per GPU row: by the time of its launch when known (the GPU may lag), else its own start."""
     links = launch_of(trace)[rows]
     t = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
-    return windows.index_of(t)
+    if windows.closed is None:
+        return windows.index_of(t)
+    # on the GPU's clock: a launch belongs to the steps the host had open; a GPU op whose launch the trace does not
+    # hold, to the window it ran in (where the host opened the window the GPU still ran earlier work)
+    linked = links >= 0
+    idx = windows.ran_in(t)
+    idx[linked] = windows.launched_in(t[linked])
+    return idx
 
 
 def _stats(values: np.ndarray) -> dict:

@@ -48,8 +48,8 @@ def build_table(trace: Trace, rows: np.ndarray, recs: list) -> CollectiveTable:
     steps = profiler_steps(trace)
     when = np.where(launches >= 0, trace.ts[np.maximum(launches, 0)], trace.ts[rows])
     if len(steps):
-        k = np.searchsorted(steps.start, when, side="right") - 1
-        within = (k >= 0) & (when < steps.end[np.maximum(k, 0)])
+        k = steps.launched_in(when)
+        within = k >= 0
         step = steps.number[np.maximum(k, 0)].astype(np.int64)
     else:
         within, step = np.zeros(rows.size, dtype=bool), np.full(rows.size, -1, dtype=np.int64)

@@ -155,10 +155,7 @@ def _launch_times(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 def step_index(steps, t: np.ndarray) -> np.ndarray:
     """Per time, the index of the recorded step it falls in; -1 outside every step."""
-    t = np.asarray(t, dtype=np.float64)
-    i = np.searchsorted(steps.start, t, side="right") - 1
-    inside = (i >= 0) & (t < steps.end[np.maximum(i, 0)])
-    return np.where(inside, i, -1)
+    return steps.launched_in(t)
 
 
 def function_rows(trace: Trace, fn: str) -> np.ndarray:
@@ -204,9 +201,9 @@ def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> 
         counts = np.bincount(idx[idx >= 0], minlength=len(steps)) if (idx >= 0).any() else np.zeros(len(steps), int)
         per_step = float(counts.mean())
         regular = bool((counts == counts[0]).all())
-        numbered = steps.found_by == "ProfilerStep ranges"
+        numbered = steps.found_by.startswith("ProfilerStep ranges")
         steps_before = int(steps.number[0]) if numbered else 0
-        after = when >= steps.start[0]
+        after = when >= steps.launch_start[0]
         step_no = int(steps.number[idx[chosen]]) if idx[chosen] >= 0 else -1
         if not numbered:
             notes.append("the steps were found, not numbered by the profiler: launches before them are not counted")

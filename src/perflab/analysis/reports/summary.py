@@ -18,6 +18,35 @@ def step_time_us(trace: Trace, windows: Windows) -> float:
     return float(np.median(step_times(trace))) if windows.kind == "steps" else windows.total
 
 
+UNEVEN = 1.1   # a mean step this far above the median: the steps differ (a serving loop's prefills among decodes)
+
+
+def typical_step_us(trace: Trace, windows: Windows) -> float:
+    """The step the per-step figures (totals over the steps) are read against: the median step, unless the steps
+    differ so much that the mean is UNEVEN x the median or more; then the mean, so that no step time printed is
+    shorter than the GPU time the same report gives per step. Else the windows' total."""
+    if windows.kind != "steps":
+        return windows.total
+    times = step_times(trace)
+    median, mean = float(np.median(times)), float(np.mean(times))
+    return mean if mean >= UNEVEN * median else median
+
+
+def step_spread(trace: Trace, windows: Windows) -> dict:
+    """Mean, p90 and p99 of the step times and the clock they were read on (analysis/steps/gpu_clock.py)."""
+    from perflab.analysis.steps.windows import profiler_steps
+
+    out: dict = {"clock": "gpu" if profiler_steps(trace).on_gpu else "host"}
+    if windows.kind != "steps":
+        return out
+    times = step_times(trace)
+    if times.size:
+        out.update({"step_time_mean_ms": float(times.mean()) / 1e3,
+                    "step_time_p90_ms": float(np.percentile(times, 90)) / 1e3,
+                    "step_time_p99_ms": float(np.percentile(times, 99)) / 1e3})
+    return out
+
+
 def evidence_summary(trace: Trace, windows: Windows | None = None) -> dict:
     windows = windows or analysis_windows(trace)
     n_steps = len(profiler_steps(trace)) if windows.kind == "steps" else (1 if windows.kind == "step" else 0)
@@ -44,4 +73,5 @@ def evidence_summary(trace: Trace, windows: Windows | None = None) -> dict:
         "copies": {d: {key: copy[d][key] for key in ("count", "bytes", "total_us", "pageable_count", "gbps")}
                    for d in DIRECTIONS},
         "syncs": {"count": syncs["count"], "per_step": float(syncs["per_step"]), "names": syncs["names"]},
+        **step_spread(trace, windows),
     }

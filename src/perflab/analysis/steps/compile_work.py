@@ -111,7 +111,7 @@ def _steps_holding(trace: Trace, windows, rows: np.ndarray) -> tuple[int, float]
 
     steps = profiler_steps(trace)
     keep = np.isin(steps.number, np.asarray(windows.steps, dtype=np.int64))
-    start, end = steps.start[keep], steps.end[keep]
+    start, end = steps.launch_start[keep], steps.launch_end[keep]   # compile work runs on the host
     total = float((end - start).sum())
     if total <= 0:
         return 0, 0.0

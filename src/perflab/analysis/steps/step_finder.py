@@ -86,9 +86,13 @@ def _launched(when: np.ndarray, cum: np.ndarray, lo: np.ndarray, hi: np.ndarray)
 
 
 def find_steps(trace: Trace) -> Found | None:
-    """Host ranges or iterations first; without them, CUDA-graph replays on the GPU side."""
+    """A serving engine's (or the user's) iteration markers first, then host ranges or iterations; without them,
+    CUDA-graph replays on the GPU side."""
     from perflab.analysis.steps.gpu_steps import graph_replays, replay_words
 
+    found = _marked_iterations(trace)
+    if found is not None:
+        return found
     found = _host_steps(trace)
     if found is not None:
         return found
@@ -96,6 +100,26 @@ def find_steps(trace: Trace) -> Found | None:
     if r is None:
         return None
     return Found(r.start.copy(), r.end.copy(), np.zeros(0, dtype=np.int64), "gpu", replay_words(trace, r))
+
+
+def _marked_iterations(trace: Trace) -> Found | None:
+    """Iteration markers (analysis/steps/iterations.py) that launch most of the GPU work: each one a step, a family
+    of names (an engine names each iteration after its batch), on the clock that paces them."""
+    from perflab.analysis.steps.iterations import marked_iterations
+
+    it = marked_iterations(trace)
+    if it is None:
+        return None
+    rows = gpu_rows(trace)
+    total = float(np.nan_to_num(trace.dur[rows], nan=0.0).sum())
+    coverage = float(it.work.busy_us.sum()) / total if total > 0 else 0.0
+    if coverage < MIN_COVERAGE:
+        return None
+    start, end = it.windows
+    words = (f"no ProfilerStep: {len(it)} {it.engine} iteration {_plural('marker', len(it))} "
+             f"('{trace.name_of(int(it.rows[0]))}'{', ...' if len(it) > 1 else ''}), launching "
+             f"{100 * coverage:.0f}% of the GPU work; {it.clock.words}")
+    return Found(start.copy(), end.copy(), it.rows.copy(), "gpu" if it.clock.gpu else "ranges", words)
 
 
 def _host_steps(trace: Trace) -> Found | None:

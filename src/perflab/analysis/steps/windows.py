@@ -24,9 +24,28 @@ class Steps:
     found_by: str = "ProfilerStep ranges"
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # host rows that are the steps
     on_gpu: bool = False   # start/end are GPU times (steps found from the GPU side): they are the windows
+    # on the GPU's clock, where the host opened and closed each step (launch times fall in these); None: start/end
+    host_start: np.ndarray | None = None
+    host_end: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.number.size)
+
+    @property
+    def launch_start(self) -> np.ndarray:
+        """Where each step's launches begin: the host range on the GPU's clock, else the step's start."""
+        return self.start if self.host_start is None else self.host_start
+
+    @property
+    def launch_end(self) -> np.ndarray:
+        return self.end if self.host_end is None else self.host_end
+
+    def launched_in(self, when: np.ndarray) -> np.ndarray:
+        """Per launch time, the index of the step whose range holds it (-1 outside every step)."""
+        when = np.asarray(when, dtype=np.float64)
+        i = np.searchsorted(self.launch_start, when, side="right") - 1
+        inside = (i >= 0) & (when < self.launch_end[np.maximum(i, 0)])
+        return np.where(inside, i, -1)
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,8 @@ class Windows:
     # where the host opened each window, when its start was moved later to the first GPU op (_head_on_gpu): what
     # lies inside (launches, host ops) is judged from here; the window's time (idle, busy) counts from start
     opened: np.ndarray | None = None
+    # on the GPU's clock, where the host closed each window's last step: a launch after it made a later step's work
+    closed: np.ndarray | None = None
 
     @property
     def total(self) -> float:
@@ -70,6 +91,22 @@ class Windows:
         inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
         return np.where(inside, i, -1)
 
+    def ran_in(self, t: np.ndarray) -> np.ndarray:
+        """Window index per GPU time (-1 outside): the windows themselves, not where the host opened them."""
+        t = np.asarray(t, dtype=np.float64)
+        i = np.searchsorted(self.start, t, side="right") - 1
+        inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
+        return np.where(inside, i, -1)
+
+    def launched_in(self, t: np.ndarray) -> np.ndarray:
+        """Window index per launch time: index_of, but on the GPU's clock only launches made while the host was
+        inside the window's steps (a launch after them made later work, which runs after the window)."""
+        i = self.index_of(t)
+        if self.closed is None:
+            return i
+        t = np.asarray(t, dtype=np.float64)
+        return np.where((i >= 0) & (t < self.closed[np.maximum(i, 0)]), i, -1)
+
 
 def profiler_steps(trace: Trace) -> Steps:
     """The ProfilerStep#N ranges; without them, the steps analysis.steps.step_finder finds (annotations, iterations)."""
@@ -86,8 +123,32 @@ def profiler_steps(trace: Trace) -> Steps:
         numbers, rows = numbers[first], rows[first]
         by_start = np.argsort(trace.ts[rows], kind="stable")
         rows = rows[by_start]
-        return Steps(numbers[by_start], trace.ts[rows].copy(), trace.end[rows].copy(), rows=rows)
+        return _paced(trace, Steps(numbers[by_start], trace.ts[rows].copy(), trace.end[rows].copy(), rows=rows))
     return trace.cached("steps", compute)
+
+
+def _paced(trace: Trace, steps: Steps) -> Steps:
+    """Host step ranges on the clock that paces them (analysis/steps/gpu_clock.py): where the host runs ahead of the
+    GPU, each step becomes the GPU work its launches made."""
+    from perflab.analysis.steps import gpu_clock
+
+    if steps.on_gpu or len(steps) == 0 or np.any(steps.start[1:] < steps.end[:-1]):
+        return steps
+    lo, hi = gpu_clock.launch_spans(steps.start, steps.end)
+    work = gpu_clock.range_work(trace, lo, hi)
+    clk = gpu_clock.clock(trace, steps.start, steps.end, work)
+    trace.cache["step_clock"] = clk
+    if not clk.gpu:
+        return steps
+    start, end = gpu_clock.gpu_windows(work, steps.start)
+    return Steps(steps.number, start, end, f"{steps.found_by}; {clk.words}", steps.rows, on_gpu=True,
+                 host_start=lo, host_end=hi)
+
+
+def step_clock(trace: Trace):
+    """The clock the steps were read on (gpu_clock.Clock), None where no host ranges were weighed."""
+    profiler_steps(trace)
+    return trace.cache.get("step_clock")
 
 
 def _found_steps(trace: Trace) -> Steps:
@@ -97,8 +158,14 @@ def _found_steps(trace: Trace) -> Steps:
     if found is None:
         empty = np.zeros(0)
         return Steps(np.zeros(0, dtype=np.int64), empty, empty, found_by="")
-    return Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows,
-                 on_gpu=found.how == "gpu")
+    lo = hi = None
+    if found.rows.size == found.start.size and found.how == "gpu":
+        from perflab.analysis.steps.gpu_clock import launch_spans
+
+        lo, hi = launch_spans(trace.ts[found.rows], trace.end[found.rows])
+    steps = Steps(np.arange(found.start.size, dtype=np.int64), found.start, found.end, found.found_by, found.rows,
+                  on_gpu=found.how == "gpu", host_start=lo, host_end=hi)
+    return _paced(trace, steps) if found.how == "ranges" else steps
 
 
 def step_completion(trace: Trace) -> np.ndarray:
@@ -148,6 +215,15 @@ def analysis_windows(trace: Trace, step: int | None = None) -> Windows:
         end = np.minimum(step_completion(trace), _recorded_end(trace))
         keep = end > steps.start
         start, end = merge(steps.start[keep], end[keep])
+        if steps.host_start is not None:
+            # steps on the GPU's clock that the host opened earlier: what lies inside (launches, host ops) is judged
+            # from where the host opened the first step of each window
+            w = np.searchsorted(start, steps.start[keep], side="right") - 1
+            opened, closed = start.copy(), np.full(start.size, -np.inf)
+            np.minimum.at(opened, w, steps.host_start[keep])
+            np.maximum.at(closed, w, steps.launch_end[keep])
+            return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), steps.found_by, opened,
+                           closed)
         opened = start
         start, found_by = _head_on_gpu(trace, start, end, steps.found_by)
         return Windows(start, end, "steps", tuple(int(n) for n in steps.number[keep]), found_by,

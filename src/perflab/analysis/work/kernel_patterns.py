@@ -40,7 +40,7 @@ def _step_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return np.zeros(rows.size, dtype=np.int64)
     links = launch_of(trace)[rows]
     when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
-    return np.searchsorted(steps.start, when, side="right") - 1
+    return np.searchsorted(steps.launch_start, when, side="right") - 1
 
 
 def elementwise_chains(trace: Trace, windows: Windows, min_length: int = 3) -> dict:

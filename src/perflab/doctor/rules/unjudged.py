@@ -3,8 +3,9 @@
 replays), nothing says how close that time runs to its roof. A busy GPU is then not `healthy`: the finding
 names the share, the kernels that hold it and the `perflab ncu` command that measures the first of them.
 
-Its id is `below-roof` at `low` (the trace cannot say why, or whether, those kernels run below their roof;
-Nsight Compute can), with no gain: the gap is unknown until the kernels are profiled.
+Its id is `not-judged` (a verdict, not a bottleneck: the trace cannot say whether those kernels run below their
+roof; their capture, the model's config or Nsight Compute can), at `info`, with no gain: the gap is unknown until
+the kernels are priced. It stands beside the system-level verdict: where a system finding leads, it follows it.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def unpriced_kernels(ctx: Context) -> list[dict]:
 
 
 def unjudged(ctx: Context) -> Finding | None:
-    """A `below-roof` note when the priced work is under half the GPU time; None when the time was judged."""
+    """A `not-judged` verdict when the priced work is under half the GPU time; None when the time was judged."""
     from perflab.doctor.rules.roof import kernel_ncu_command, ready, replay_why, unjudged_why
 
     work = ctx.op_work
@@ -69,7 +70,7 @@ def unjudged(ctx: Context) -> Finding | None:
                + (f"Most of it is {replays}. Or profile" if replays else "Profile")
                + f" the top kernel with Nsight Compute: {cmd or 'perflab ncu on it'}.")
     return Finding(
-        id="below-roof", severity="low", gain_pct=0.0, summary=summary,
+        id="not-judged", severity="info", gain_pct=0.0, summary=summary,
         evidence={"unjudged_gpu_time_pct": round(share, 1), "priced_gpu_time_pct": round(100 * priced / total, 1),
                   "gpu_busy_pct": round(ctx.gpu_busy_pct, 2), "why": why, "kernels": listed, "ncu_command": cmd,
                   "speed_of_light": "not judged"},
