@@ -74,7 +74,7 @@ def test_replayed_kernels_take_the_work_of_the_ops_that_captured_them(tmp_path):
     mm = next(g for g in graph.groups if g.name == "aten::mm")
     assert mm.calls == 6 and mm.flops == 6 * 2 * 16 * 2048 * 8192
     assert graph.graph_replays == {"captures": 1, "replays": 6, "priced_replays": 6, "ambiguous_replays": 0,
-                                   "partly_matched_replays": 0}
+                                   "partly_matched_replays": 0, "priced_by_eager_twin": 0}
     # each replay's kernel is its own call (the op chains follow calls)
     silu_rows = [r for g in graph.groups if g.name == SILU for r in g.rows]
     assert len({int(o) for r, o in zip(graph.kernel_rows, graph.kernel_ops) if r in silu_rows}) == 6

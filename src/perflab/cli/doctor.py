@@ -25,6 +25,16 @@ def register(app: typer.Typer) -> None:
                                        help="Nsight Systems: the NVTX ranges that are steps (a regular expression "
                                             "on the range name, group 1 the step number); auto: ProfilerStep#N, "
                                             "else 'step N' / 'iteration N' / 'batch N'; none: no steps."),
+        marker: Optional[str] = typer.Option(None, "--marker", metavar="REGEX",
+                                             help="A serving loop's iteration ranges: each host range whose name "
+                                                  "matches is one iteration; named groups prefill/decode (tokens) "
+                                                  "and prefill_reqs/decode_reqs give what the name carries. "
+                                                  "Default: vLLM's, SGLang's and TensorRT-LLM's own markers."),
+        model: Optional[str] = typer.Option(None, "--model", metavar="CONFIG[,key=value...]",
+                                            help="The model the trace ran (an HF config.json, or layers=,hidden=,"
+                                                 "intermediate=,heads=,kv_heads=,vocab=,dtype=; then tp=, ep=, "
+                                                 "kv_dtype=, context=): prices each serving iteration against "
+                                                 "its speed of light, graph replays included."),
         scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="tcp://HOST:PORT",
                                                 help="A folder of ranks: read them on this Dask cluster (default: "
                                                      "$DASK_SCHEDULER_ADDRESS, else a local one sized to this "
@@ -55,6 +65,10 @@ def register(app: typer.Typer) -> None:
             show(inv, json_out=json_out, html=html, force=force, inputs=[path])
             return
         if _is_rank_folder(path):  # its own progress bar over ranks
+            if marker or model:
+                from perflab.errors import PerflabError
+
+                raise PerflabError(f"{path}: --marker and --model read one trace; give one rank's file")
             report = _diagnose_ranks(path, rank=rank, step=step, scheduler=scheduler)
         elif scheduler:
             from perflab.errors import PerflabError
@@ -65,7 +79,7 @@ def register(app: typer.Typer) -> None:
 
             with activity(quiet=json_out) as say:
                 say(f"reading and diagnosing {path}")
-                report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps)
+                report = diagnose(path, rank=rank, step=step, nvtx_steps=nvtx_steps, marker=marker, model=model)
         if html is not None:
             from perflab.report.html import report_html
 

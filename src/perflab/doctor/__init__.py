@@ -30,15 +30,18 @@ _OTHER_READERS = {
 
 
 def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step: int | None = None,
-             nvtx_steps: str | None = "auto") -> Report:
+             nvtx_steps: str | None = "auto", marker: str | None = None, model=None) -> Report:
     """Diagnose a Kineto trace (file, folder of ranks, or loaded Trace), an Nsight Systems export (.sqlite, or
     .nsys-rep/.qdrep through `nsys export`), an ncu report, a memory snapshot or a serving record (perflab's engine
     log, a vLLM or SGLang serving benchmark result). `nvtx_steps`: which NVTX
-    ranges of an nsys export are steps ("auto", a regular expression, or None)."""
+    ranges of an nsys export are steps ("auto", a regular expression, or None). `marker`: a regular expression
+    naming a serving loop's iteration ranges (analysis/steps/iteration_markers.py); `model`: the model's
+    description (analysis/work/model_config.py: a ModelConfig or a `--model` spec), which prices each iteration."""
     from perflab.trace.model import Trace
 
+    serving = _serving_options(marker, model)
     if isinstance(path_or_trace, Trace):
-        return diagnose_trace([path_or_trace], rank=rank, step=step)
+        return diagnose_trace([_with(path_or_trace, serving)], rank=rank, step=step)
     path = Path(path_or_trace)
     kind = sniff.sniff(path)
     if kind in _OTHER_READERS:
@@ -48,6 +51,7 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
         from perflab.trace.nsight_systems.nsys_rep import sqlite_for
 
         traces = nsys.load(sqlite_for(path) if kind == sniff.NSYS_REP else path, nvtx_steps=nvtx_steps)
+        traces = [_with(t, serving) for t in traces]
         return nsys.no_gpu_work(traces[0]) or diagnose_trace(traces, rank=rank, step=step)
     if kind == sniff.SQLITE:
         raise UnreadableInput(f"{path}: an SQLite file, but not an Nsight Systems export (give the output of "
@@ -58,11 +62,35 @@ def diagnose(path_or_trace: str | Path | Trace, *, rank: int | None = None, step
     from perflab.trace.kineto import load_folder, load_ranks
 
     if not path.is_dir():
-        return diagnose_trace(load_ranks(path), rank=rank, step=step)
+        return diagnose_trace([_with(t, serving) for t in load_ranks(path)], rank=rank, step=step)
     folder = load_folder(path)
-    report = diagnose_trace(folder.traces, rank=rank, step=step)
+    report = diagnose_trace([_with(t, serving) for t in folder.traces], rank=rank, step=step)
     report.source["folder"] = folder.accounting()
     return report
+
+
+def _serving_options(marker: str | None, model) -> dict:
+    """What `marker` and `model` put in each trace's meta (checked here, before any file is read)."""
+    from perflab.analysis.steps.iteration_markers import user_marker
+    from perflab.analysis.steps.iterations import MARKER_KEY
+    from perflab.doctor.context import MODEL_KEY
+
+    out = {}
+    if marker:
+        user_marker(marker)   # a bad expression is one clear line now, not a failure inside the analysis
+        out[MARKER_KEY] = marker
+    if model is not None:
+        if isinstance(model, str):
+            from perflab.analysis.work.model_config import load_model
+
+            model = load_model(model)
+        out[MODEL_KEY] = model
+    return out
+
+
+def _with(trace: Trace, options: dict) -> Trace:
+    trace.meta.update(options)
+    return trace
 
 
 def _dispatch(kind: str, path: Path) -> Report:
@@ -110,6 +138,10 @@ def diagnose_trace(traces: list[Trace], *, rank: int | None = None, step: int | 
     findings = healthy(ctx, findings) + findings  # nothing above low: `healthy` is the headline, low notes follow
     findings += beside_system_verdict(ctx, findings)
     analyses = {**rank_analyses(ctx, traces), "compile_work": work, "critical_path": critical_path_summary(ctx)}
+    if ctx.serving is not None:
+        from perflab.doctor.rules.serving_trace import serving_verdict
+
+        analyses["serving"] = {**ctx.serving, "verdict": serving_verdict(ctx.serving, findings)}
     from perflab.doctor.rules.multigpu import multirank
 
     multi = multirank(ctx)

@@ -17,6 +17,8 @@ from perflab.analysis.steps.windows import Windows, analysis_windows, trace_orig
 from perflab.doctor.finding import EventRef
 from perflab.trace.model import Trace
 
+MODEL_KEY = "model"   # trace.meta: the analysis.work.model_config.ModelConfig of `--model`, when given
+
 
 @dataclass
 class Context:
@@ -147,6 +149,30 @@ class Context:
         from perflab.analysis.work.op_chains import fusable_chains
 
         return fusable_chains(self.trace, self.op_work)
+
+    @cached_property
+    def iterations(self):
+        """A serving engine's iterations (analysis/steps/iterations.py), None where the trace has none."""
+        from perflab.analysis.steps.iterations import serving_iterations
+
+        return serving_iterations(self.trace)
+
+    @cached_property
+    def serving(self) -> dict | None:
+        """The iterations read as a request stream (analysis/engines/trace_iterations.py), with each iteration
+        against its speed of light where the model is described (`roof`: analysis/work/iteration_roof.py)."""
+        it = self.iterations
+        if it is None:
+            return None
+        from perflab.analysis.engines.trace_iterations import serving_figures
+
+        out = serving_figures(it)
+        model = self.trace.meta.get(MODEL_KEY)
+        if model is not None:
+            from perflab.analysis.work.iteration_roof import iteration_roofs
+
+            out["roof"] = iteration_roofs(it, model, self.ceilings)
+        return out
 
     def step_pct(self, us_per_step: float) -> float:
         """Percent of the step time, for a time per step."""

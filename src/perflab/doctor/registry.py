@@ -12,7 +12,7 @@ Rule = Callable[..., list[Finding]]
 _RULES: dict[str, list[Rule]] = defaultdict(list)
 # The modules that hold the rules for each artifact kind (imported on first use).
 RULE_MODULES: dict[str, tuple[str, ...]] = {
-    "kineto": ("perflab.doctor.rules.system", "perflab.doctor.rules.allocator", "perflab.doctor.rules.trace_kernel",
+    "kineto": ("perflab.doctor.rules.serving_trace", "perflab.doctor.rules.system", "perflab.doctor.rules.recompile", "perflab.doctor.rules.allocator", "perflab.doctor.rules.trace_kernel",
                "perflab.doctor.rules.roof", "perflab.doctor.rules.multigpu", "perflab.doctor.rules.interconnect",
                "perflab.doctor.rules.pipeline",
                "perflab.doctor.rules.concurrency",

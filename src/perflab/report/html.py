@@ -239,12 +239,15 @@ def _memory_section(report: Any) -> dict[str, Any] | None:
 
 
 def report_context(report: Any) -> dict[str, Any]:
+    from perflab.report.serving_view import serving_lines
+
     kind = report.source.get("kind", "")
     summary = (report.analyses or {}).get("summary") or {}
     return {"source": report.source, "kind": kind, "verdict": report.verdict,
             "findings": [finding_view(f) for f in report.findings], "stats": _stats(summary, (report.analyses or {}).get("cpu_time_split")),
             "kineto": _kineto_charts(report) if kind in ("kineto", "nsys") and report.analyses.get("summary") else None,
-            "ncu": _ncu_section(report), "memory": _memory_section(report)}
+            "ncu": _ncu_section(report), "memory": _memory_section(report),
+            "serving": serving_lines((report.analyses or {}).get("serving"))}
 
 
 def report_html(report: Any, *, title: str | None = None) -> str:

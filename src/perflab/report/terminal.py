@@ -71,6 +71,10 @@ def render_report(report: Report, console: Console | None = None, *, events: int
         from perflab.report.sol_view import render_sol
 
         render_sol(console, analyses.get("speed_of_light"))
+    from perflab.report.serving_view import serving_lines
+
+    for line in serving_lines(analyses.get("serving")):
+        console.print(Text(line, style="bold" if "verdict" in line else "dim"))
     multi = analyses.get("multigpu")
     if multi and multi.get("per_rank"):
         _render_ranks(console, multi)

@@ -64,10 +64,11 @@ class Session:
     """
 
     def __init__(self, path: Path, *, steps: int = 10, warmup: int = 0, stack: bool = False,
-                 memory: bool = False, program: Sequence[str] | None = None):
+                 memory: bool = False, program: Sequence[str] | None = None, captures: Any = None):
         check_counts(steps, warmup)
         self.path, self.steps, self.warmup, self.stack, self.memory = Path(path), steps, warmup, stack, memory
         self.program = list(program) if program else None   # the command that ran, written into the trace
+        self.captures = captures   # toolkit.capture_record.CaptureRecorder: graph captures made before recording
         self.begun = 0  # steps begun so far
         self.saved: Path | None = None
         self.done = False
@@ -148,6 +149,8 @@ class Session:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(self.path))  # gzipped by torch for a .gz name
+        if self.captures is not None:
+            self.captures.merge_into(self.path)
         self.saved = self.path
 
 

@@ -193,11 +193,13 @@ def bootstrap(config: dict[str, Any]) -> None:
         while uninstallers:
             uninstallers.pop()()
 
+    recorders: list = []
+
     def new_session() -> Session:
         # the detector lets warmup - 1 steady steps pass; the profiler's own warm-up step is the last one
         return Session(trace_path(out), steps=config["steps"], warmup=min(config["warmup"], 1),
                        stack=config.get("stack", False), memory=config.get("memory", False),
-                       program=config.get("program"))
+                       program=config.get("program"), captures=recorders[0] if recorders else None)
 
     def on_torch(torch: Any) -> None:
         from perflab.toolkit.compile_watch import Hider, watch_compiles
@@ -208,6 +210,11 @@ def bootstrap(config: dict[str, Any]) -> None:
                                 warmup=config["warmup"], watch=watch)
         detectors.append(detector)
         uninstallers.append(watch_compiles(torch, watch, hider))
+        if config.get("captures", True):   # after watch_compiles: its capture hooks stay inside ours
+            from perflab.toolkit.capture_record import CaptureRecorder, install_capture_recorder
+
+            recorders.append(CaptureRecorder(torch, busy=lambda: detector.session is not None))
+            uninstallers.append(install_capture_recorder(torch, recorders[0], hider))
         uninstallers.append(watch.report_waits(sys.stderr.write))
         if detector.marker:
             uninstallers.append(install_marker(torch, detector.marker, detector.marker_entered, hider))
@@ -237,6 +244,8 @@ def bootstrap(config: dict[str, Any]) -> None:
             "trace": str(trace) if trace else None, "error": detector.error if detector else None,
             "memory": memory_stats(sys.modules.get("torch")),
             "compile": detector.compile_facts() if detector else None,
+            "captures": ({"recorded": len(recorders[0].captures), "skipped": recorders[0].skipped,
+                          "error": recorders[0].error} if recorders else None),
         }
         report_meta(config, meta)
 

@@ -84,6 +84,16 @@ def stalls(stream: Stream) -> dict[str, Any]:
             out[f"ttft_p{q}_ms"] = round(percentile(ttft, q), 4)
     if g.size == 0:
         return out
+    out.update(gap_figures(g, tok))
+    if stream.steps is not None:
+        out["steps"] = step_costs(stream.steps)
+    return out
+
+
+def gap_figures(g: np.ndarray, tok: np.ndarray) -> dict[str, Any]:
+    """The ITL distribution of the gaps `g` (ms), the stalls (gaps >= STALL_FACTOR x the median), the prompt tokens
+    `tok` prefilled inside each, and the gap against those tokens."""
+    out: dict[str, Any] = {}
     p50, p99 = float(np.percentile(g, 50)), float(np.percentile(g, 99))
     stalled = g >= STALL_FACTOR * p50
     out.update({"itl_p50_ms": round(p50, 4), "itl_p99_ms": round(p99, 4), "itl_max_ms": round(float(g.max()), 4),
@@ -97,8 +107,6 @@ def stalls(stream: Stream) -> dict[str, Any]:
                 "gap_vs_prefill_tokens": _fit(tok, g)})
     worst = int(np.argmax(g))
     out["worst_gap"] = {"ms": round(float(g[worst]), 4), "prefill_tokens": int(tok[worst])}
-    if stream.steps is not None:
-        out["steps"] = step_costs(stream.steps)
     return out
 
 

@@ -81,7 +81,10 @@ def compile_work(trace: Trace, windows=None) -> dict:
         if work[r]:
             per_name[_short(trace.name_of(r))] += float(trace.dur[r])
     share = 100.0 * compile_us / window_us if window_us > 0 else 0.0
-    steps_with, steps_pct = _steps_holding(trace, windows, rows)
+    steps_with, steps_pct, holding = _steps_holding(trace, windows, rows)
+    starts = _compile_starts(trace, rows)
+    _, _, starting = _steps_holding(trace, windows, starts) if starts.size else (0, 0.0, np.zeros(0, dtype=bool))
+    recurring = _recurs(starting)   # new compiles begin in most steps: one long compile spans steps, not this
     captures = int(np.count_nonzero(capture[in_window])) if in_window.size else 0
     compiled_calls = int(np.count_nonzero(host & trace.name_table_mask(lambda n: _COMPILED_RUN.match(n) is not None)))
     replays = int(np.count_nonzero((trace.kind == RUNTIME) & trace.name_table_mask(
@@ -95,29 +98,72 @@ def compile_work(trace: Trace, windows=None) -> dict:
                    + (f"; {captures} CUDA graph capture call(s)" if captures and names else "")
                    + ")" + (f", and the {steps_with} step(s) that hold it take {steps_pct:.0f}% of the window"
                             if steps_with else "")
-                   + ": a one-time cost, not the program's steady state")
+                   + (f": it comes back in {steps_with} of {holding.size} steps, so it is the program's steady state "
+                      "(recompilation), not a one-time cost" if recurring else
+                      ": a one-time cost, not the program's steady state"))
+    ids = compile_ids(trace, in_window)
     return {"compile_us": round(compile_us, 3), "window_us": round(window_us, 3), "share_pct": round(share, 2),
             "steps_with_compile": steps_with, "steps_with_compile_pct": round(steps_pct, 2),
+            "steps": int(holding.size), "recurring": recurring, "compile_ids": ids,
             "names": names, "graph_captures": captures, "compiled_calls": compiled_calls, "graph_replays": replays,
-            "mostly_compile": max(share, steps_pct) >= MOSTLY_PCT, "summary": summary}
+            "mostly_compile": max(share, steps_pct) >= MOSTLY_PCT and not recurring, "summary": summary}
+
+
+_COMPILE_ID = re.compile(r"compile_id=(\d+/\d+)|^Torch-Compiled Region: (\d+/\d+)")
+RECUR_MIN_STEPS = 3
+
+
+_STARTS = re.compile(r"^dynamo$|^_compile\.compile_inner|^entire_frame_compile$")
+
+
+def _compile_starts(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The first row of each compile among the compile rows: each compile id's first `_data` annotation, else (no
+    ids recorded) each top-level compile range, as zero-length rows at their start."""
+    first: dict[str, int] = {}
+    for r in rows[np.argsort(trace.ts[rows], kind="stable")].tolist():
+        m = _COMPILE_ID.search(trace.name_of(r).strip())
+        if m:
+            first.setdefault(m.group(1) or m.group(2), r)
+    if first:
+        return np.fromiter(first.values(), dtype=np.int64)
+    top = trace.name_table_mask(lambda n: _STARTS.match(n.strip()) is not None)
+    return rows[top[rows]]
+
+
+def _recurs(holding: np.ndarray) -> bool:
+    """New compiles in most steps, the later half included: the program compiles again and again."""
+    if holding.size < RECUR_MIN_STEPS or holding.sum() < RECUR_MIN_STEPS:
+        return False
+    return bool(holding.mean() >= 0.5 and holding[holding.size // 2:].mean() >= 0.5)
+
+
+def compile_ids(trace: Trace, rows: np.ndarray) -> list[str]:
+    """Dynamo's compile ids (frame/recompile, as `0/3`) that the rows name, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for r in rows.tolist():
+        m = _COMPILE_ID.search(trace.name_of(r).strip())
+        if m:
+            seen.setdefault(m.group(1) or m.group(2), None)
+    return list(seen)
 
 
 def _steps_holding(trace: Trace, windows, rows: np.ndarray) -> tuple[int, float]:
-    """How many of the window's steps hold compile work (`rows`), and their share of the steps' time: the rest of
-    such a step (imports, Python that no range names) is one-time work as well."""
-    if windows is None or windows.kind != "steps" or rows.size == 0:
-        return 0, 0.0
+    """How many of the window's steps hold compile work (`rows`), their share of the steps' time (the rest of such a
+    step, imports and Python no range names, is compile-time work as well), and which steps hold it."""
+    none = np.zeros(0, dtype=bool)
+    if windows is None or windows.kind != "steps":
+        return 0, 0.0, none
     from perflab.analysis.steps.windows import profiler_steps
 
     steps = profiler_steps(trace)
     keep = np.isin(steps.number, np.asarray(windows.steps, dtype=np.int64))
     start, end = steps.launch_start[keep], steps.launch_end[keep]   # compile work runs on the host
     total = float((end - start).sum())
-    if total <= 0:
-        return 0, 0.0
+    if total <= 0 or rows.size == 0:
+        return 0, 0.0, np.zeros(start.size, dtype=bool)
     r0, r1 = trace.ts[rows], trace.end[rows]
     holds = np.array([bool(np.any((r0 < e) & (r1 > b))) for b, e in zip(start.tolist(), end.tolist())], dtype=bool)
-    return int(holds.sum()), 100.0 * float((end - start)[holds].sum()) / total
+    return int(holds.sum()), 100.0 * float((end - start)[holds].sum()) / total, holds
 
 
 def _overlaps(starts: np.ndarray, ends: np.ndarray, win: tuple[np.ndarray, np.ndarray]) -> np.ndarray:

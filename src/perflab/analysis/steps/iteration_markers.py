@@ -29,9 +29,10 @@ class Marker:
     prefill_tokens: int = -1
     decode_requests: int = -1
     decode_tokens: int = -1
+    prefill_square: int = -1     # sum over prefilling requests of their tokens squared (attention's pairs x 2)
 
 
-_VLLM = re.compile(r"execute_context_(\d+)\((\d+)(?:_\d+)*\)_generation_(\d+)\((\d+)(?:_\d+)*\)")
+_VLLM = re.compile(r"execute_context_(\d+)\((\d+)(?:_(\d+))?(?:_\d+)*\)_generation_(\d+)\((\d+)(?:_\d+)*\)")
 _VLLM_OLD = re.compile(r"execute_new_(\d+)_cached_(\d+)")
 _BRACKETED = re.compile(r"^(prefill|extend|decode|mixed)\[([^\]]*)\]")
 _TRTLLM = re.compile(r"(\d+)\s+ctx\s+reqs?,\s*(\d+)\s+gen\s+reqs?")
@@ -39,8 +40,10 @@ _KEY_VALUE = re.compile(r"(\w+)=(\d+)")
 
 
 def _vllm(m: re.Match) -> Marker:
-    n_ctx, ctx_tok, n_gen, gen_tok = (int(g) for g in m.groups())
-    return Marker("vLLM", n_ctx, ctx_tok, n_gen, gen_tok)
+    n_ctx, ctx_tok, square, n_gen, gen_tok = m.groups()
+    # the second number of the context's, where written, is the prompts' tokens squared, summed (888_788544)
+    sq = int(square) if square is not None and int(square) >= int(ctx_tok) else -1
+    return Marker("vLLM", int(n_ctx), int(ctx_tok), int(n_gen), int(gen_tok), sq)
 
 
 def _vllm_old(m: re.Match) -> Marker:

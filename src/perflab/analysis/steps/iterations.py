@@ -27,6 +27,7 @@ from perflab.trace.model import CPU_OP, PYTHON, USER_ANNOTATION, Trace
 
 MIN_MARKED = 1        # an engine names its iterations on purpose: one is an iteration
 MIN_CALLS = 2         # a model call is one only where it repeats
+TOUCH_US = 1.0        # back-to-back ranges touch (float µs since the epoch): not nested
 _MODEL_CALL = re.compile(r"^nn\.Module: \w*(ForCausalLM|LMHeadModel|ForConditionalGeneration)\b")
 _EMBEDDING = re.compile(r"^aten::embedding$")
 _MAYBE_ENGINE = re.compile(r"execute_|\[|ctx req")
@@ -46,6 +47,7 @@ class Iterations:
     decode_requests: np.ndarray
     tokens_from: str            # "markers" | "input shapes" | "markers and input shapes" | ""
     shape_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))  # tokens computed, from the shapes (-1)
+    prefill_square: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sum of prompt tokens squared (-1)
 
     def __len__(self) -> int:
         return int(self.rows.size)
@@ -114,7 +116,8 @@ def _iterations(trace: Trace, calls: bool) -> Iterations | None:
         from_shapes = bool(fill.any())
     tokens_from = " and ".join(w for w, used in (("markers", from_markers), ("input shapes", from_shapes)) if used)
     shape_total = np.where(computed[0] >= 0, computed[0] + computed[1], -1)
-    return Iterations(engine, rows, starts, ends, work, clk, pf, dc, pr, dr, tokens_from, shape_total)
+    square = np.array([m.prefill_square for m in markers], dtype=np.int64)
+    return Iterations(engine, rows, starts, ends, work, clk, pf, dc, pr, dr, tokens_from, shape_total, square)
 
 
 def _marked(trace: Trace, parse: Callable[[str], Marker | None]) -> tuple[np.ndarray, list[Marker], str] | None:
@@ -137,7 +140,7 @@ def _marked(trace: Trace, parse: Callable[[str], Marker | None]) -> tuple[np.nda
     rows = rows[trace.tid[rows] == tids[np.argmax(counts)]]
     rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]
     reach = np.maximum.accumulate(trace.end[rows])
-    rows = rows[np.r_[True, trace.ts[rows][1:] >= reach[:-1]]]   # one range per iteration: the outermost
+    rows = rows[np.r_[True, trace.ts[rows][1:] >= reach[:-1] - TOUCH_US]]   # one range per iteration: the outermost
     markers = [parsed[int(trace.name[r])] for r in rows.tolist()]
     return rows, markers, markers[0].engine
 
@@ -150,7 +153,7 @@ def _model_calls(trace: Trace) -> tuple[np.ndarray, list[Marker], str] | None:
         return None
     rows = rows[np.argsort(trace.ts[rows], kind="stable")]
     reach = np.maximum.accumulate(trace.end[rows])
-    rows = rows[np.r_[True, trace.ts[rows][1:] >= reach[:-1]]]
+    rows = rows[np.r_[True, trace.ts[rows][1:] >= reach[:-1] - TOUCH_US]]
     if rows.size < MIN_CALLS:
         return None
     return rows, [Marker("model calls")] * rows.size, "model calls"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perflab.analysis.work.kernel_patterns import _op_of_kernel
+from perflab.analysis.work.replay_twins import eager_twins
 from perflab.analysis.work.kernels import window_gpu_rows
 from perflab.analysis.steps.links import launch_of
 from perflab.analysis.work.op_args import OpArgs, decode
@@ -229,7 +230,17 @@ def _with_captures(trace: Trace, kernels: np.ndarray, ops: np.ndarray) -> tuple[
     match = replayed_ops(trace, kernels[replayed])
     ops[replayed] = match.ops
     calls[replayed] = np.where(match.ops >= 0, len(trace) * (match.replays + 1) + match.ops, -1)
-    return ops, calls, match.stats
+    # what no capture prices, the same kernel launched eagerly may (analysis/work/replay_twins.py): one call per
+    # replay (its cudaGraphLaunch) and op
+    left = np.flatnonzero(replayed)[match.ops < 0]
+    twins = eager_twins(trace, kernels[left])
+    found = twins >= 0
+    if found.any():
+        launch = launch_of(trace)[kernels[left[found]]]
+        ops[left[found]] = twins[found]
+        calls[left[found]] = len(trace) * (len(trace) + 1 + launch) + twins[found]
+    stats = {**match.stats, "priced_by_eager_twin": int(found.sum())}
+    return ops, calls, stats
 
 
 def _orphans(trace: Trace, rows: np.ndarray, unmodelled: dict) -> None:

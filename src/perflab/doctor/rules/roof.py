@@ -191,7 +191,10 @@ def chains(ctx: Context, used: set[int]) -> list[Finding]:
 def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
     groups = ctx.op_work.groups
     sols = _sol_by_group(ctx)
-    simt = [i for i, g in enumerate(groups) if i not in used and g.family in ("matmul", "conv") and g.path == "fp32"]
+    # matrix work: matmuls, convolutions and attention (two matmuls) in fp32 run on the SIMT units, whatever
+    # roof their own path has: the roof they are judged against is the tensor cores'
+    simt = [i for i, g in enumerate(groups) if i not in used and g.family in ("matmul", "conv", "attention")
+            and g.path == "fp32"]
     if not simt:
         return []
     target = next((p for p in ("tf32", "bf16", "fp16") if p in ctx.ceilings.compute), None)
@@ -219,7 +222,9 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
          "fix_path": best, "fix_sol_ms_per_step": tc_best / n / 1e3, **floor,
          "ops": [_op_line(ctx, groups[i], sols.get(i)) for i in simt[:5]], "ceilings": ctx.ceilings.source, **on_path},
         "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
-        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
+        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast)"
+        + ("; attention in fp32 has no tensor-core kernel: in bf16/fp16, scaled_dot_product_attention runs the "
+           "flash or cuDNN kernels." if any(groups[i].family == "attention" for i in simt) else "."),
         [ctx.event(groups[i].first_kernel_row) for i in simt[:5]],
     )
 

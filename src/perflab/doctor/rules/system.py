@@ -246,7 +246,16 @@ def healthy(ctx: Context, findings: list[Finding]) -> list[Finding]:
     fix = ("Nothing at the system level: to go faster, make the dominant kernels themselves faster "
            "(Nsight Compute on the top kernels, lower precision, better algorithms).")
     summary = f"The GPU is busy {ctx.gpu_busy_pct:.0f}% of step time, mostly in {top_type} kernels: no system-level bottleneck."
-    if ready(ctx):
+    from perflab.doctor.rules.unjudged import model_priced
+
+    roof = model_priced(ctx)
+    if roof is not None and not ready(ctx):
+        evidence.update({"pct_of_roof": roof["pct_of_roof"], "sol_ms": roof["sol_ms_total"],
+                         "iterations_ms": roof["time_ms_total"], "model": roof["model"]["name"],
+                         "ceilings": roof["ceilings"]["source"]})
+        summary += (f" Its iterations run at {roof['pct_of_roof']:.0f}% of their speed of light from the model "
+                    f"({roof['model']['name']}).")
+    elif ready(ctx):
         st = ctx.sol["step"]
         gap = step_gap_us(ctx)   # against the reachable roofs, not a datasheet peak alone
         evidence.update({"sol_ms_per_step": round(st["sol_us"] / 1e3, 4),

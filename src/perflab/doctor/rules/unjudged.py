@@ -19,6 +19,14 @@ UNJUDGED_SHARE = 0.5     # priced work under this share of the GPU time: the dom
 TOP_KERNELS = 5
 
 
+def model_priced(ctx: Context) -> dict | None:
+    """The iterations' roof from the model (`--model`), where it prices at least half of the iterations' time:
+    then the time is judged, whatever kernels ran it."""
+    roof = (ctx.serving or {}).get("roof") if ctx.iterations is not None else None
+    return roof if roof and roof.get("pct_of_roof") is not None and roof["priced_time_pct"] >= 100 * UNJUDGED_SHARE \
+        else None
+
+
 def unpriced_kernels(ctx: Context) -> list[dict]:
     """Kernels in the windows that the work model left unpriced, by GPU time (largest first), with the rows."""
     from perflab.analysis.work.kernels import window_gpu_rows
@@ -43,7 +51,7 @@ def unjudged(ctx: Context) -> Finding | None:
 
     work = ctx.op_work
     total = work.kernel_us
-    if total <= 0:
+    if total <= 0 or model_priced(ctx):
         return None
     priced = work.modelled_us if ready(ctx) else 0.0
     if priced >= UNJUDGED_SHARE * total:

@@ -172,9 +172,13 @@ def profile_steps(module: ModuleType, state: Any, device: str, trace_path: Path,
         if on_step:
             on_step(done, total)
 
-    for _ in range(warmup):
-        module.step(state)
-        tick()
+    recorder, uninstall = _capture_recorder(device)
+    try:
+        for _ in range(warmup):   # a CUDA graph captured here is recorded, so its replays can be priced
+            module.step(state)
+            tick()
+    finally:
+        uninstall()
     synchronize(device)
     activities = [ProfilerActivity.CPU]
     if device.startswith("cuda"):
@@ -189,6 +193,21 @@ def profile_steps(module: ModuleType, state: Any, device: str, trace_path: Path,
             tick()
     if not trace_path.is_file():
         raise PerflabError(f"the profiler wrote no trace to {display_path(trace_path)}")
+    if recorder is not None:
+        recorder.merge_into(trace_path)
+
+
+def _capture_recorder(device: str):
+    """(recorder, uninstall): CUDA-graph captures during the warm-up, recorded (toolkit/capture_record.py)."""
+    if not device.startswith("cuda"):
+        return None, lambda: None
+    import torch
+
+    from perflab.toolkit.capture_record import CaptureRecorder, install_capture_recorder
+    from perflab.toolkit.compile_watch import Hider
+
+    recorder = CaptureRecorder(torch, busy=lambda: False)
+    return recorder, install_capture_recorder(torch, recorder, Hider())
 
 
 def driver_version() -> str | None:

@@ -1,0 +1,65 @@
+"""recompilation: torch.compile compiles again inside most steps (analysis/steps/compile_work.py: `recurring`).
+
+Compile work in the first steps is the one-time cost it is (doctor/steady_state.py says so and how to record after
+it). Compile work that comes back in most steps, the later ones included, is the program's steady state: a guard
+fails every call (a new sequence length with dynamic shapes off, a Python scalar that changes, a new dict key), so
+Dynamo and Inductor run again and again. The gain is the compile time in the steps. The evidence: the steps that
+hold compile work, Dynamo's compile ids (frame/recompile: `0/7` is frame 0's eighth compile), the phases, and the
+ops whose input shapes change from step to step (what the guards most likely failed on). The trace does not hold
+Dynamo's own recompile reasons: `TORCH_LOGS=recompiles` prints them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from perflab.doctor.context import Context
+from perflab.doctor.finding import Finding
+from perflab.doctor.registry import rule, significant
+from perflab.trace.model import CPU_OP
+
+
+def changing_shapes(ctx: Context, top: int = 3) -> list[dict]:
+    """Ops inside the steps whose recorded input shapes differ from step to step (the most distinct first)."""
+    trace, windows = ctx.trace, ctx.windows
+    ops = np.flatnonzero((trace.kind == CPU_OP) & (trace.shape >= 0))
+    if not ops.size:
+        return []
+    inside = windows.index_of(trace.ts[ops]) >= 0
+    ops = ops[inside]
+    out = []
+    for name in np.unique(trace.name[ops]).tolist():
+        mine = ops[trace.name[ops] == name]
+        shapes = list(dict.fromkeys(trace.shapes[i] for i in trace.shape[mine].tolist()))
+        if len(shapes) >= 3:
+            out.append({"op": trace.names[name], "distinct_shapes": len(shapes), "calls": int(mine.size),
+                        "examples": [s[:120] for s in shapes[:3]]})
+    out.sort(key=lambda d: (-d["distinct_shapes"], -d["calls"]))
+    return out[:top]
+
+
+@rule
+def recompilation(ctx: Context) -> list[Finding]:
+    from perflab.analysis.steps.compile_work import compile_work
+
+    work = compile_work(ctx.trace, ctx.windows)
+    if not work.get("recurring"):
+        return []
+    shapes = changing_shapes(ctx)
+    ids = work["compile_ids"]
+    recompiles = [i for i in ids if not i.endswith("/0")]
+    per_step_ms = work["compile_us"] / ctx.n_steps / 1e3
+    gain = ctx.share(work["compile_us"])
+    summary = (f"torch.compile compiles again in {work['steps_with_compile']} of {work['steps']} steps "
+               f"({per_step_ms:,.1f} ms of compile work per step, {work['share_pct']:.0f}% of the window)"
+               + (f"; Dynamo's compile ids reach {ids[-1]} ({len(recompiles)} recompiles seen)" if ids else "")
+               + (f"; {shapes[0]['op']} runs with {shapes[0]['distinct_shapes']} different input shapes" if shapes else "")
+               + ": compilation is the program's steady state, not a one-time cost.")
+    return significant(
+        "recompilation", gain, summary,
+        {"steps_with_compile": work["steps_with_compile"], "steps": work["steps"],
+         "compile_ms_per_step": per_step_ms, "compile_share_pct": work["share_pct"], "compile_ids": ids[:12],
+         "recompiles_seen": len(recompiles), "phases": work["names"], "changing_shapes": shapes,
+         "reasons": "not in the trace: run with TORCH_LOGS=recompiles to print the failing guards"},
+        "Stop the recompiles: TORCH_LOGS=recompiles names the guard that fails; mark the changing dimension "
+        "dynamic (torch._dynamo.mark_dynamic(x, dim) or torch.compile(dynamic=True)), pad inputs to a few bucket "
+        "sizes, or pass a changing Python scalar as a tensor. Raising the recompile limit only hides it.")
