@@ -201,3 +201,14 @@ def test_the_eager_vllm_prefill_on_b200():
     assert s["iterations"] == 1 and s["tokens_per_iteration"]["prefill_max"] == 888
     row = s["roof"]["per_iteration"][0]
     assert row["kind"] == "prefill" and row["pct_of_roof"] < 5   # 87 ms for ~1 ms of work: the host holds it
+
+
+def test_diff_compares_two_serving_traces_by_their_serving_figures(tmp_path, capsys):
+    whole = _write(tmp_path, ss.serving_loop(40), "whole.json.gz")
+    chunked = _write(tmp_path, ss.serving_loop(40, chunk=512), "chunked.json.gz")
+    code, out, _ = cli_run(capsys, "diff", whole, chunked, "--json")
+    assert code == 0
+    d = json.loads(out)
+    metrics = {m["name"]: m for m in d["metrics"]}
+    assert metrics["itl_p99_ms"]["after"] < metrics["itl_p99_ms"]["before"] / 3
+    assert "Per-token latency p50" in d["verdict"] and "prefill-stall" in d["verdict"]

@@ -41,8 +41,10 @@ def profile(
                                                   "./perflab-work/profile]"),
     stack: bool = typer.Option(False, "--stack", help="record Python call stacks"),
     memory: bool = typer.Option(False, "--memory", help="record tensor allocations"),
-    marker: Optional[str] = typer.Option(None, help="a step begins where a record_function/NVTX range "
-                                                    "of this name opens"),
+    marker: Optional[str] = typer.Option(None, metavar="NAME|REGEX",
+                                         help="a step begins where a record_function/NVTX range of this name "
+                                              "opens (or whose whole name the regular expression matches: "
+                                              "'execute_context_.*' for a serving engine's iterations)"),
     target: Optional[str] = typer.Option(None, help="the script or module to profile when it is not "
                                                     "the first .py in CMD"),
     slice_s: float = typer.Option(0.1, "--slice", help="seconds per step when steps are time slices"),

@@ -22,6 +22,12 @@ METRIC_LABELS = {
     "kernels_per_step": "kernels per step",
     "mean_kernel_us": "mean kernel time",
     "syncs_per_step": "host syncs per step",
+    "itl_p50_ms": "per-token latency p50 (serving)",
+    "itl_p90_ms": "per-token latency p90 (serving)",
+    "itl_p99_ms": "per-token latency p99 (serving)",
+    "iteration_p50_ms": "iteration time p50 (serving)",
+    "tokens_per_iteration": "tokens per iteration (serving)",
+    "tokens_per_s": "tokens per second (serving)",
 }
 STATUS_STYLE = {"appeared": "bold red", "worse": "red", "disappeared": "green", "better": "green", "unchanged": "dim"}
 

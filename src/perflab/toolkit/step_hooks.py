@@ -95,8 +95,21 @@ def install_calls(torch: Any, on_call: Callable[[CallKind], None], hider: Hider)
     return uninstall
 
 
+def marker_matcher(name: str) -> Callable[[str], bool]:
+    """Whether a range's name is the marker: the name itself, or every name the regular expression matches whole
+    (an engine names each iteration after its batch: `execute_context_.*`)."""
+    import re
+
+    try:
+        regex = re.compile(name)
+    except re.error:
+        return lambda text: text == name
+    return lambda text: isinstance(text, str) and (text == name or regex.fullmatch(text) is not None)
+
+
 def install_marker(torch: Any, name: str, on_enter: Callable[[], None], hider: Hider) -> Callable[[], None]:
-    """Call on_enter when an outermost record_function or NVTX range called `name` opens."""
+    """Call on_enter when an outermost record_function or NVTX range named by `name` opens (marker_matcher)."""
+    is_marker = marker_matcher(name)
     local = threading.local()
     rf = torch.autograd.profiler.record_function
     enter, exit_ = rf.__enter__, rf.__exit__
@@ -107,12 +120,12 @@ def install_marker(torch: Any, name: str, on_enter: Callable[[], None], hider: H
         return local.depth
 
     def rf_enter(self):
-        if self.name == name and depth_change(1) == 1:
+        if is_marker(self.name) and depth_change(1) == 1:
             report.call()  # before the range opens, so ProfilerStep#N encloses it
         return enter(self)
 
     def rf_exit(self, *exc):
-        if self.name == name:
+        if is_marker(self.name):
             depth_change(-1)
         return exit_(self, *exc)
 
@@ -125,7 +138,7 @@ def install_marker(torch: Any, name: str, on_enter: Callable[[], None], hider: H
     def range_push(msg, *a, **k):
         stack = local.__dict__.setdefault("nvtx", [])
         stack.append(msg)
-        if msg == name and stack.count(name) == 1:
+        if is_marker(msg) and sum(1 for m in stack if is_marker(m)) == 1:
             report.call()
         return push(msg, *a, **k)
 

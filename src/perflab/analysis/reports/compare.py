@@ -178,6 +178,11 @@ class Diff:
             head = f"Profiled step time is unchanged within 2 % ({b.median_ms:.3g} → {a.median_ms:.3g} ms)."
         busy = self.metric("gpu_busy_pct")
         parts = [head, f"GPU busy {busy.before:.1f} → {busy.after:.1f} %."]
+        names = {m.name for m in self.metrics}
+        if {"itl_p50_ms", "itl_p99_ms"} <= names:   # a serving trace: what a decoding request waits per token
+            p50, p99 = self.metric("itl_p50_ms"), self.metric("itl_p99_ms")
+            parts.append(f"Per-token latency p50 {p50.before:.3g} → {p50.after:.3g} ms, p99 {p99.before:.3g} → "
+                         f"{p99.after:.3g} ms.")
         for status, word in (("disappeared", "Gone"), ("appeared", "New"), ("worse", "Worse"), ("better", "Better")):
             ids = [i for i in self.by_status(status) if i != "healthy"]
             if ids:
@@ -269,6 +274,32 @@ def finding_changes(b: dict[str, Any], a: dict[str, Any]) -> list[FindingChange]
                                                                  SEVERITY_RANK.get(c.after_severity or "info", 0))))
 
 
+# a serving trace's figures (analyses.serving, analysis/engines/trace_iterations.py): name -> (path, unit, lower is
+# better); compared where both sides have them
+SERVING_METRICS = {"itl_p50_ms": (("itl_ms", "p50"), "ms", True), "itl_p90_ms": (("itl_ms", "p90"), "ms", True),
+                   "itl_p99_ms": (("itl_ms", "p99"), "ms", True),
+                   "iteration_p50_ms": (("iteration_ms", "p50"), "ms", True),
+                   "tokens_per_iteration": (("tokens_per_iteration", "mean"), "", False),
+                   "tokens_per_s": (("tokens_per_s",), "", False)}
+
+
+def serving_deltas(before, after) -> list[Delta]:
+    """Per-token latency, iteration time, tokens per iteration and throughput of two serving traces."""
+    sb, sa = (r.analyses.get("serving") or {} for r in (before, after))
+    out = []
+    for name, (path, unit, lower) in SERVING_METRICS.items():
+        vb, va = _dig(sb, path), _dig(sa, path)
+        if isinstance(vb, (int, float)) and isinstance(va, (int, float)):
+            out.append(Delta(name, float(vb), float(va), unit, lower_is_better=lower))
+    return out
+
+
+def _dig(d: dict, path: tuple):
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
 def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
     """Compare two runs. Times by kernel are per step, so runs with different step counts compare."""
     sb, sa = _side(before), _side(after)
@@ -282,6 +313,7 @@ def compare(before: Run, after: Run, *, top: int = 10) -> Diff:
         Delta("kernels_per_step", sb.kernels_per_step, sa.kernels_per_step, ""),
         Delta("mean_kernel_us", sb.mean_kernel_us, sa.mean_kernel_us, "µs", lower_is_better=False),
         Delta("syncs_per_step", sb.syncs_per_step, sa.syncs_per_step, ""),
+        *serving_deltas(before.report, after.report),
     ]
     categories = [Delta(t, kb["by_type"].get(t, {}).get("total_us", 0.0) / nb,
                         ka["by_type"].get(t, {}).get("total_us", 0.0) / na, "µs")
