@@ -11,7 +11,7 @@ A=/tmp/serving
 rm -rf "$A"; mkdir -p "$A"
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$A/gpu.txt" 2>&1
 python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])" >> "$A/gpu.txt"
-PERFLAB_GPU_ARTIFACTS=$A timeout "${B1:-330}" python3 -m pytest -q -p no:cacheprovider \
+PERFLAB_GPU_ARTIFACTS=$A timeout "${B1:-330}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider \
   tests/gpu/test_serving_traces_gpu.py 2>&1 | grep -v USDT | tee "$A/pytest.log" | tail -40
 tar -czf "$OUT/serving.tgz" -C /tmp serving
 BUDGET=${B2:-200} bash scripts/record_puzzles.sh recompilation

@@ -15,17 +15,22 @@ import numpy as np
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
 from perflab.doctor.registry import rule, significant
-from perflab.trace.model import CPU_OP
+from perflab.trace.model import CPU_OP, KERNEL
 
 
 def changing_shapes(ctx: Context, top: int = 3) -> list[dict]:
     """Ops inside the steps whose recorded input shapes differ from step to step (the most distinct first)."""
+    from perflab.analysis.work.kernel_patterns import _op_of_kernel
+
     trace, windows = ctx.trace, ctx.windows
-    ops = np.flatnonzero((trace.kind == CPU_OP) & (trace.shape >= 0))
+    # the ops that ran on the GPU (launched kernels), not those Dynamo and Inductor run on fake tensors while
+    # compiling
+    launched = _op_of_kernel(trace, np.flatnonzero(trace.kind == KERNEL))
+    ops = np.unique(launched[launched >= 0])
+    ops = ops[(trace.kind[ops] == CPU_OP) & (trace.shape[ops] >= 0)]
+    ops = ops[windows.index_of(trace.ts[ops]) >= 0]
     if not ops.size:
         return []
-    inside = windows.index_of(trace.ts[ops]) >= 0
-    ops = ops[inside]
     out = []
     for name in np.unique(trace.name[ops]).tolist():
         mine = ops[trace.name[ops] == name]
