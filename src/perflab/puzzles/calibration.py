@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analysis.work.estimate import speedup_bounds, speedup_of_gain
+from perflab.analysis.work.estimate import speedup_bounds, speedup_of_gain, speedup_point
 
 WITHIN = (1.25, 1.5)
 FAR = 3.0
@@ -150,8 +150,9 @@ def _fill(row: Row, finding: Any, share: float = 1.0) -> None:
     e = finding.evidence
     row.gain_pct = float(e.get("kernel_gain_pct", finding.gain_pct)) if row.level == "ncu" else float(finding.gain_pct)
     row.share_pct = 100 * share if row.level == "ncu" else None
-    row.step_gain_pct = row.gain_pct * share
-    row.predicted = speedup_of_gain(row.step_gain_pct)
+    point = speedup_point(finding, share)
+    row.predicted = point if point is not None else speedup_of_gain(row.gain_pct * share)
+    row.step_gain_pct = 100.0 * (1.0 - 1.0 / row.predicted) if row.predicted > 0 else 0.0
     row.at_least, row.at_most = speedup_bounds(finding, share)
 
 
