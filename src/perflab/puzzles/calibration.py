@@ -38,6 +38,8 @@ class Row:
     measured: float | None = None
     note: str = ""
     skipped: str = ""               # why the puzzle is not calibrated ("" when it is)
+    measured_how: str = ""          # the measurement: statistic, repetitions, GPU and date of the recording
+    predicted_how: str = ""         # the evidence the prediction reads
 
     @property
     def ratio(self) -> float | None:
@@ -103,8 +105,9 @@ class Summary:
         w = self.worst()
         ok = self.count_within(WITHIN[1])
         bounded = sum(1 for r in self.judged if r.has_bound())
+        point = self.count_within(WITHIN[1], True)
         return (f"gain calibration: {n} puzzles; point estimate within {WITHIN[0]}x: "
-                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {self.count_within(WITHIN[1], True)}, "
+                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {point} ({100 * point / n:.0f}%), "
                 f"off by more than {FAR:g}x: {sum(1 for r in self.judged if r.point_off_by > FAR)}; "
                 f"with the bounds findings state ({bounded} do): {ok} within {WITHIN[1]}x or inside their bound "
                 f"({100 * ok / n:.0f}%), {len(self.far())} off by more than {FAR:g}x outside a bound, "
@@ -135,6 +138,23 @@ def _measured(puzzle: Any, ev: Any) -> tuple[float | None, str]:
     return (float(point) if isinstance(point, (int, float)) else None), kind
 
 
+def measured_how(ev: Any) -> str:
+    """How the recording measured the fix: the statistic over how many repetitions, on which GPU, when."""
+    sp = ev.measurements().get("speedup") or {}
+    man = ev.manifest() or {}
+    stat = str(sp.get("statistic") or "?")
+    what = (f"{stat} step time of {sp.get('n', '?')} interleaved runs, slow / fix" if stat in TIME_STATISTICS
+            else stat if "slow / fix" in stat else f"{stat}, slow / fix")
+    where = ", ".join(x for x in (str(man.get("gpu") or ""), str(man.get("date") or "")[:10]) if x)
+    return f"{what} ({where})" if where else what
+
+
+PREDICTED_HOW = {"trace": "the slow trace's finding (gain: its share of the step)",
+                 "ncu": "the slow kernel's Nsight Compute estimate, through its share of the slow trace's step",
+                 "memory": "the slow snapshot's finding (gain: its share of reserved memory)",
+                 "serving": "the slow run's engine log (serving.json)"}
+
+
 def _pick(findings: list[Any], planted: str, tags: list[str]) -> tuple[Any, str]:
     for f in findings:
         if f.id == planted:
@@ -146,6 +166,7 @@ def _pick(findings: list[Any], planted: str, tags: list[str]) -> tuple[Any, str]
 
 
 def _fill(row: Row, finding: Any, share: float = 1.0) -> None:
+    row.predicted_how = PREDICTED_HOW.get(row.level, "")
     row.finding = finding.id
     e = finding.evidence
     row.gain_pct = float(e.get("kernel_gain_pct", finding.gain_pct)) if row.level == "ncu" else float(finding.gain_pct)
@@ -182,6 +203,7 @@ def calibrate(puzzle: Any) -> Row:
         return row
     ev = replay.recording(puzzle)
     row.measured, kind = _measured(puzzle, ev)
+    row.measured_how = measured_how(ev)
     if kind == "other" or row.measured is None or (kind == "latency" and planted not in SERVING_IDS):
         row.skipped = "its measurement is not a fix's speed-up"
         return row
@@ -229,6 +251,20 @@ def table(summary: Summary) -> str:
         share = "" if r.share_pct is None else f"{r.share_pct:.1f}"
         lines.append(f"| {r.puzzle} | {r.level} | {name} | {r.gain_pct:.1f} | {share} | {_x(r.predicted)} | {bound} | "
                      f"{_x(r.measured)} | {r.ratio:.2f} | {_in(r)} |")
+    return "\n".join(lines)
+
+
+def table_with_method(summary: Summary) -> str:
+    """The markdown table, worst first, each row saying how it was predicted and measured."""
+    head = ("| puzzle | level | finding (planted) | predicted x | stated range | measured x | ratio | in range | "
+            "predicted from | measured as |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in sorted(summary.judged, key=lambda r: -r.point_off_by):
+        name = r.finding if r.finding == r.planted else f"{r.finding or 'missed'} ({r.planted})"
+        share = f" ({r.share_pct:.0f} % of the step)" if r.share_pct is not None else ""
+        lines.append(f"| {r.puzzle} | {r.level} | {name} | {_x(r.predicted)} | {_bound_text(r)} | {_x(r.measured)} | "
+                     f"{r.ratio:.2f} | {_in(r)} | {r.predicted_how or PREDICTED_HOW.get(r.level, '')}{share} | "
+                     f"{r.measured_how} |")
     return "\n".join(lines)
 
 
