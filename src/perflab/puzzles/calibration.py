@@ -36,6 +36,7 @@ class Row:
     at_least: float | None = None   # the finding's stated bounds on the speed-up
     at_most: float | None = None
     measured: float | None = None
+    measured_ci: tuple[float, float] | None = None   # the measurement's confidence interval, where recorded
     note: str = ""
     skipped: str = ""               # why the puzzle is not calibrated ("" when it is)
     measured_how: str = ""          # the measurement: statistic, repetitions, GPU and date of the recording
@@ -65,12 +66,14 @@ class Row:
         return self.has_bound() and self.measured is not None and not self.within_bound()
 
     def within_bound(self) -> bool:
-        """A finding that states a bound: the measurement lies within it."""
+        """A finding that states a bound: the measurement (or its confidence interval, where recorded) lies
+        within it."""
         if self.at_least is None and self.at_most is None or not self.measured:
             return False
         lo = self.at_least if self.at_least is not None else 0.0
         hi = self.at_most if self.at_most is not None else float("inf")
-        return lo <= self.measured <= hi
+        low, high = self.measured_ci or (self.measured, self.measured)
+        return low <= hi and high >= lo
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio, "point_off_by": self.point_off_by, "off_by": self.off_by,
@@ -145,6 +148,9 @@ def measured_how(ev: Any) -> str:
     stat = str(sp.get("statistic") or "?")
     what = (f"{stat} step time of {sp.get('n', '?')} interleaved runs, slow / fix" if stat in TIME_STATISTICS
             else stat if "slow / fix" in stat else f"{stat}, slow / fix")
+    lo, hi = sp.get("ci_low"), sp.get("ci_high")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi > lo:
+        what += f", {100 * float(sp.get('confidence') or 0.95):.0f} % CI {lo:.2f}-{hi:.2f}x"
     where = ", ".join(x for x in (str(man.get("gpu") or ""), str(man.get("date") or "")[:10]) if x)
     return f"{what} ({where})" if where else what
 
@@ -177,6 +183,36 @@ def _fill(row: Row, finding: Any, share: float = 1.0) -> None:
     row.at_least, row.at_most = speedup_bounds(finding, share)
 
 
+AMDAHL_SLACK = 1.05   # a measured step speed-up this far above what one kernel alone could give
+
+
+def _kernel_level(row: Row, finding: Any, ev: Any, kernel: str, share: float) -> None:
+    """The step sped up more than any change to this kernel alone could give (Amdahl: 1 / (1 - share)): the fix
+    changed kernels the report does not hold. The row is then judged on the kernel itself: its estimate against
+    the kernel's own speed-up, slow over fix in the two recorded Nsight Compute reports."""
+    from perflab.analysis.ncu.ncu_plan import function_name
+    from perflab.puzzles.evidence import ncu
+
+    want = function_name(kernel)
+    durations = []
+    for variant in ("slow", "solution"):
+        ks = [k for k in ncu.load_profile(ev.folder, variant).kernels if k.duration_s]
+        same = [k for k in ks if function_name(k.full_name or k.name) == want]
+        durations.append(sum(k.duration_s for k in (same or ks[:1])) / max(1, len(same or ks[:1])))
+    slow, fixed = durations
+    e = finding.evidence
+    if not fixed or not isinstance(e.get("kernel_speedup_est"), (int, float)):
+        return
+    step = row.measured
+    row.level, row.share_pct, row.measured_ci = "ncu kernel", 100.0, None
+    row.measured, row.predicted = slow / fixed, float(e["kernel_speedup_est"])
+    row.at_least, row.at_most = e.get("kernel_speedup_at_least"), e.get("kernel_speedup_at_most")
+    row.predicted_how = "the slow kernel's Nsight Compute estimate"
+    row.measured_how = (f"kernel duration slow / fix in the two recorded Nsight Compute reports; the step's measured "
+                        f"{step:.2f}x is beyond the {1 / (1 - share):.2f}x this kernel alone could give at its "
+                        f"{100 * share:.0f} % of the step: the fix changed kernels the report does not hold")
+
+
 def kernel_share(report: Any, kernel: str) -> float:
     """A kernel's share of the step in a trace's doctor report: its total time over steps x step time."""
     from perflab.analysis.ncu.ncu_plan import function_name
@@ -204,6 +240,9 @@ def calibrate(puzzle: Any) -> Row:
     ev = replay.recording(puzzle)
     row.measured, kind = _measured(puzzle, ev)
     row.measured_how = measured_how(ev)
+    sp = ev.measurements().get("speedup") or {}
+    if isinstance(sp.get("ci_low"), (int, float)) and isinstance(sp.get("ci_high"), (int, float)):
+        row.measured_ci = (float(sp["ci_low"]), float(sp["ci_high"]))
     if kind == "other" or row.measured is None or (kind == "latency" and planted not in SERVING_IDS):
         row.skipped = "its measurement is not a fix's speed-up"
         return row
@@ -219,7 +258,10 @@ def calibrate(puzzle: Any) -> Row:
                                   puzzle.taxonomy)
         if finding is not None:
             kernel = str(finding.evidence.get("kernel") or "")
-            _fill(row, finding, kernel_share(ev.report("slow"), kernel) if kernel else 1.0)
+            share = kernel_share(ev.report("slow"), kernel) if kernel else 1.0
+            _fill(row, finding, share)
+            if share < 1.0 and row.measured > AMDAHL_SLACK / (1.0 - share):
+                _kernel_level(row, finding, ev, kernel, share)
             return row
     elif planted in SERVING_IDS and (ev.folder / "serving.json").is_file():
         row.level = "serving"
