@@ -162,3 +162,29 @@ def test_every_kernel_finding_states_its_range_and_a_point_inside_it(path):
         assert 1.0 <= lo <= ev["kernel_speedup_est"] <= hi, (f.id, ev["kernel_speedup_range"])
         assert ev["kernel_gain_pct"] == pytest.approx(100 * (1 - 1 / ev["kernel_speedup_est"]), abs=0.6)
         assert f.gain_pct == pytest.approx(ev["kernel_gain_pct"] * ev["kernel_time_share_pct"] / 100, abs=0.2)
+
+
+def test_a_kernel_the_trace_ties_to_a_matrix_op_is_matrix_work_whatever_its_name():
+    """The SIMT SGEMM renamed `k0`, recorded without FLOP counters or instruction statistics: nothing in the
+    report says matrix product; the op that launched it (aten::addmm, from the trace) does."""
+    profile_ = edited("no_tensor_cores", drop=FLOP_COUNTERS + INSTRUCTION_STATS, kernel="k0")
+    assert "no-tensor-cores" not in ids(diagnose_profile(profile_))
+    tied = diagnose_profile(profile_, ops={"k0": ["aten::addmm"]})
+    top = tied.findings[0]
+    assert top.id == "no-tensor-cores" and top.evidence["matrix_work_because"] == ["op"]
+    assert "busy time x its peak" in top.evidence["matrix_flops_from"]
+
+
+def test_fp64_matrix_work_moves_to_the_fp64_tensor_cores():
+    """The SGEMM's FMA work as DFMA on the FP64 pipe (60 % busy): its speed of light is the FP64 tensor roof
+    (twice the FP64 SIMT rate on an H100), not TF32."""
+    k = profile("no_tensor_cores", "csv").kernels[0]
+    ffma = k.get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum")
+    report = diagnose_profile(edited("no_tensor_cores", set_={
+        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": 0.0, "sm__sass_thread_inst_executed_op_dfma_pred_on.sum": ffma,
+        "sm__pipe_fma_cycles_active" + E: 2.0, "sm__inst_executed_pipe_fma" + E: 2.0,
+        "sm__pipe_fp64_cycles_active" + E: 60.0, "sm__inst_executed_pipe_fp64" + E: 60.0}, kernel="dgemm_simt"))
+    top = report.findings[0]
+    assert top.id == "no-tensor-cores" and top.evidence["simt_pipe"] == "FP64 pipe"
+    assert top.evidence["tensor_roof_tflops"] == pytest.approx(67.0) and "fp64_tflops" in top.evidence
+    assert "FP64 tensor cores" in top.fix

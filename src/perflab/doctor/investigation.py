@@ -265,6 +265,6 @@ def _head(level: int, scope: str, f: dict | None, kernel: dict | None, entry: di
                      f"timeline){ncu}; ~{gain:.1f} % of the step to gain.")
         return {"level": level, "scope": "kernel", "text": text_, "gain_pct": gain, "gain_unit": "% of step time",
                 "kernel": kernel["kernel"], "function": kernel["function"]}
-    unit = "% of reserved memory" if scope == "memory" else "% of step time"
+    unit = (f or {}).get("gain_unit") or ("% of reserved memory" if scope == "memory" else "% of step time")
     return {"level": level, "scope": scope, "text": entry.get("top_line") or (f or {}).get("summary", ""),
             "gain_pct": (f or {}).get("gain_pct", 0.0), "gain_unit": unit, "kernel": None}
