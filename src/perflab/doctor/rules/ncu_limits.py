@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from perflab.analysis.ncu.kernel_time import Fix
 from perflab.analysis.ncu.ncu_sol import MEMORY_WAITS
+from perflab.doctor.rules.ncu_memory import MATH_PIPES
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules import ncu_access, ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
 from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, BUSY_PCT, PRACTICAL_PCT, RECORD_FULL, RULES,
@@ -193,8 +194,11 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
     # the bandwidth the work needs is DRAM's (or, where the GPU reports no DRAM counters, ncu's memory throughput)
     dram_unit, dram = ("DRAM", ctx.units.memory["DRAM"]) if "DRAM" in ctx.units.memory else (mem, mpct)
     if top[0].reason in MEMORY_WAITS and dram_unit and dram >= BANDWIDTH_SHARE:
-        inflight = Fix(symptom_share=st.share(*MEMORY_WAITS) / 100,
-                       how="more bytes in flight: the same bytes at the practical DRAM pace")
+        # its work is the bytes it moves (and its math); the loads and the instructions per byte that keep so few
+        # bytes in flight (narrow loads, one at a time, staged through shared memory) are what the fix changes
+        work = {u: 1.0 for u in (dram_unit, *MATH_PIPES) if u in {**ctx.units.memory, **ctx.units.compute}}
+        inflight = Fix(kept=work, only=True, symptom_share=st.share(*MEMORY_WAITS) / 100,
+                       how="more bytes in flight: the kernel's bytes (and its math) at the practical DRAM pace")
         return make(ctx, "memory-bound", inflight, ev,
                     "Put more bytes in flight: 16-byte vector loads, several independent loads per thread "
                     "(unroll), enough blocks to fill every SM; or move fewer bytes (fuse, narrower types).",
