@@ -38,10 +38,6 @@ def segment_churn(snap: Snapshot, device: int = 0) -> dict[str, Any] | None:
     taken_b, given_b = sum(e.size for e in taken), sum(e.size for e in given)
     # segments given back and taken again: the smaller of the two flows (growth alone gives back nothing)
     cycles = min(len(taken), len(given))
-    sites = Counter()
-    for e in segs:
-        sites[site(e.frames)] += e.size
-    total = sum(sites.values()) or 1
     times = [e.time_us for e in events if e.time_us is not None]
     window_ms = (max(times) - min(times)) / 1e3 if len(times) >= 2 else None
     per_call, basis = _call_cost_us(events, idx)
@@ -51,11 +47,20 @@ def segment_churn(snap: Snapshot, device: int = 0) -> dict[str, Any] | None:
         "cycled_segments": cycles, "cycled_mb": mb(min(taken_b, given_b)),
         "streams": len(streams), "per_stream": {str(s): n for s, n in streams.most_common()},
         "emptied": sum(1 for e in given if any(f.name == "empty_cache" for f in e.frames)),
-        "sites": [{"site": k, "mb": mb(v), "pct": round(100.0 * v / total, 1)} for k, v in sites.most_common(3)],
+        "sites": _sites(taken or given), "free_sites": _sites(given),
         "window_ms": round(window_ms, 3) if window_ms is not None else None,
         "driver_call_us_est": round(per_call, 1) if per_call is not None else None, "driver_call_basis": basis,
         "driver_ms_est": round(per_call * len(segs) / 1e3, 3) if per_call is not None else None,
     }
+
+
+def _sites(events: list) -> list[dict[str, Any]]:
+    """Where the driver calls came from (the innermost frame outside torch), by bytes."""
+    sites = Counter()
+    for e in events:
+        sites[site(e.frames)] += e.size
+    total = sum(sites.values()) or 1
+    return [{"site": k, "mb": mb(v), "pct": round(100.0 * v / total, 1)} for k, v in sites.most_common(3)]
 
 
 def _call_cost_us(events: list, idx: list[int]) -> tuple[float | None, str]:

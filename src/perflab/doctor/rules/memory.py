@@ -160,6 +160,8 @@ def segment_churn(ctx) -> list[Finding]:
     if c["streams"] > 1:
         why.append(f"on {c['streams']} streams (a block cached for one stream serves no other)")
     where = ", ".join(f"{s['site']} ({s['mb']:,.0f} MB)" for s in c["sites"][:2])
+    freed = c["free_sites"][0]["site"] if c["free_sites"] else ""
+    where += f", given back at {freed}" if freed and freed != c["sites"][0]["site"] else ""
     known = c["driver_ms_est"] is not None and c["window_ms"]
     gain = min(100.0, 100.0 * c["driver_ms_est"] / c["window_ms"]) if known else 0.0
     cost = (f"; at ~{c['driver_call_us_est']:,.0f} us a call ({c['driver_call_basis']}) the driver calls take "
@@ -167,11 +169,12 @@ def segment_churn(ctx) -> list[Finding]:
             "for the whole device" if known else "; the history has no times to price the calls")
     summary = (f"The caching allocator took {c['segment_allocs']} segments ({c['allocated_mb']:,.0f} MB) from the "
                f"driver and gave {c['segment_frees']} ({c['freed_mb']:,.0f} MB) back inside the recorded window"
-               f"{' ' + '; '.join(why) if why else ''}; mostly at {where}{cost}.")
+               f"{' ' + '; '.join(why) if why else ''}; taken mostly at {where}{cost}.")
     evidence = {"segment_allocs": c["segment_allocs"], "segment_frees": c["segment_frees"],
                 "allocated_mb": c["allocated_mb"], "freed_mb": c["freed_mb"], "cycled_segments": c["cycled_segments"],
                 "cycled_mb": c["cycled_mb"], "streams": c["streams"], "segments_per_stream": c["per_stream"],
                 "emptied_by_empty_cache": c["emptied"], "sites": [s["site"] for s in c["sites"]],
+                "free_sites": [s["site"] for s in c["free_sites"]],
                 "window_ms": c["window_ms"], "driver_call_us_est": c["driver_call_us_est"],
                 "driver_call_basis": c["driver_call_basis"], "driver_ms_est": c["driver_ms_est"]}
     fix = ("Keep the memory in the cache: allocate the weights' buffers once and copy each layer into them (a ring of "
