@@ -35,7 +35,12 @@ def test_healthy_kernels_raise_no_alarm(name):
 @pytest.mark.parametrize("name,planted", [(n, p) for n, p in fixtures() if p != "healthy"])
 def test_planted_findings_carry_evidence_fix_and_gain(name, planted):
     top = diagnose_profile(profile(name, "csv")).findings[0]
-    assert top.severity in ("high", "medium") and 0 < top.gain_pct <= 90
+    assert top.severity in ("high", "medium") and 0 < top.gain_pct < 100
+    # the gain is the point estimate of the fix's speed-up, inside the range the finding states
+    ev = top.evidence
+    lo, hi = ev["kernel_speedup_range"]
+    assert 1.0 <= lo <= ev["kernel_speedup_est"] <= hi
+    assert ev["kernel_gain_pct"] == pytest.approx(100 * (1 - 1 / ev["kernel_speedup_est"]), abs=0.3)
     assert top.evidence["kernel"] and len(top.evidence) >= 4 and len(top.fix) > 20
     assert not any(f.id == "healthy" for f in diagnose_profile(profile(name, "csv")).findings)
 

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "ncu"
 TABLE = ROOT / "fixtures" / "kernels" / "FIXTURES"
 VALIDATION = ROOT / "fixtures" / "kernels" / "VALIDATION"
+GAINS = ROOT / "fixtures" / "kernels" / "GAINS"     # recorded by scripts/record_gain_fixtures.py
 
 
 def table_rows(table: Path = TABLE) -> list[tuple[str, str]]:
@@ -76,7 +77,7 @@ def profile(name: str, source: str):
 def test_every_fixture_line_names_a_taxonomy_id_and_a_source():
     from perflab.doctor.finding import TAXONOMY_IDS
 
-    for table in (TABLE, VALIDATION):
+    for table in (TABLE, VALIDATION, GAINS):
         for line in table.read_text().splitlines():
             if not line.strip() or line.startswith("#"):
                 continue
@@ -88,9 +89,12 @@ def test_every_fixture_line_names_a_taxonomy_id_and_a_source():
 
 def test_fixtures_waiting_for_their_recording():
     """A fixture line is either recorded (report and CSV) or waiting for its recording, never half there."""
-    for table in (TABLE, VALIDATION):
+    for table in (TABLE, VALIDATION, GAINS):
         for name, _ in table_rows(table):
             assert csv(name).exists() == report(name).exists(), name
     waiting = pending(TABLE) + pending(VALIDATION)
-    if waiting:
-        pytest.skip(f"not recorded yet: {', '.join(waiting)} (run scripts/record_ncu_fixtures.sh on the GPU machine)")
+    gains = pending(GAINS)
+    if waiting or gains:
+        pytest.skip(f"not recorded yet: {', '.join(waiting + gains)} (run scripts/record_ncu_fixtures.sh"
+                    + (", and scripts/record_gain_fixtures.py for the GAINS lines," if gains else "")
+                    + " on the GPU machine)")

@@ -184,7 +184,9 @@ def test_20_gb_of_local_traffic_from_few_instructions_is_register_spill():
         "lts__t_sectors_srcunit_tex.sum": base.get("lts__t_sectors_srcunit_tex.sum") + miss,
         "sass__inst_executed_register_spilling": 0}))
     spill = next(f for f in report.findings if f.id == "register-spill")
-    assert spill.severity == "high" and spill.evidence["local_l1_bytes"] == pytest.approx(20.07e9, rel=0.01)
+    assert spill.severity in ("high", "medium") and spill.evidence["local_l1_bytes"] == pytest.approx(20.07e9, rel=0.01)
+    # half of L1's sectors go, but the GEMM's issue slots (62 % busy) then set its pace: about 1.4x, not more
+    assert spill.evidence["limit_after_fix"] == "issue slots" and 1.2 < spill.evidence["kernel_speedup_est"] < 1.6
     assert spill.evidence["local_share_of_memory_instructions_pct"] < 5
     assert "local array" in spill.summary and "shared memory" in spill.fix
 

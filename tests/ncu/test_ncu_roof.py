@@ -59,7 +59,7 @@ def test_strided_stores_whose_sectors_never_reach_dram_cost_a_dram_bound_kernel_
         "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 8 * st}))
     f = next(f for f in report.findings if f.id == "uncoalesced-access")
     assert f.severity == "info" and f.gain_pct < 3
-    assert f.evidence["dram_waste_pct"] == pytest.approx(0, abs=1) and f.evidence["limit_without_waste"] == "DRAM"
+    assert f.evidence["dram_waste_pct"] == pytest.approx(0, abs=1) and f.evidence["limit_after_fix"] == "DRAM"
     assert "cost nothing at DRAM" in f.summary
     assert report.findings[0].id != "uncoalesced-access" or report.findings[0].severity == "info"
 

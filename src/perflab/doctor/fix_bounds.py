@@ -5,9 +5,8 @@ follow from the fix the finding recommends (evidence keys of perflab.analysis.wo
   work that remains on the GPU, nor than the host's own launch calls (`speedup_at_most`); removing the wait
   alone gives the gain (`speedup_at_least` where the fix also shrinks the kernels: graphs, fusion).
 - A copy the fix removes: at least the copy's time back; at most down to the GPU's kernel time.
-- A kernel finding whose gain is a share of the kernel's time attributed to its cause (stalls on atomics,
-  bank conflicts, local memory, divergent warps, SIMT math): removing the cause gives at least that share
-  back, and often far more; "% of kernel time" cannot say 100x (`kernel_speedup_at_least`).
+Kernel findings (Nsight Compute) state their range and point themselves, from the one model of a kernel's time
+(analysis/ncu/kernel_time.py: `kernel_speedup_est`, `kernel_speedup_at_least` / `_at_most`).
 Each helper returns evidence entries to merge into the finding's evidence; nothing when a bound is unknown.
 """
 from __future__ import annotations
@@ -19,17 +18,6 @@ from perflab.analysis.work.estimate import speedup_of_gain
 
 def _r(x: float) -> float:
     return round(float(x), 2)
-
-
-# Kernel findings whose gain is the share of the kernel's time its cause is seen to cost (stalls, replays, a
-# throughput share capped below 100 %): the fix removes the cause, and with it often far more than that share.
-KERNEL_GAIN_IS_A_FLOOR = frozenset({"atomic-contention", "bank-conflicts", "register-spill", "warp-divergence",
-                                    "no-tensor-cores", "low-occupancy"})
-
-
-def kernel_at_least(kernel_gain_pct: float) -> dict[str, Any]:
-    """A kernel finding's gain is a floor: the kernel speeds up at least 1 / (1 - gain)."""
-    return {"kernel_speedup_at_least": _r(speedup_of_gain(kernel_gain_pct))} if kernel_gain_pct > 0 else {}
 
 
 def gpu_floor_us(ctx: Any) -> float:

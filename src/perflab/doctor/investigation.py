@@ -196,7 +196,8 @@ def headline(levels: list[dict[str, Any]]) -> dict[str, Any]:
     if f1 and f1["id"] != "healthy":
         cands.append((SEVERITY_ORDER[f1["severity"]], -f1["gain_pct"], 0, 1))
     k = (l2.get("kernels") or [None])[0]
-    if k is not None:
+    same = f1 is not None and k is not None and (k.get("finding") or {}).get("id") == f1["id"]
+    if k is not None and not same:   # ncu naming the timeline's cause backs level 1, whose text quotes it
         gain = kernel_gain(k)[0] or 0.0
         cands.append((SEVERITY_ORDER[severity_for(gain) or "info"], -gain, 0, 2))
     if f3 and f3["id"] != "healthy":
@@ -264,6 +265,6 @@ def _head(level: int, scope: str, f: dict | None, kernel: dict | None, entry: di
                      f"timeline){ncu}; ~{gain:.1f} % of the step to gain.")
         return {"level": level, "scope": "kernel", "text": text_, "gain_pct": gain, "gain_unit": "% of step time",
                 "kernel": kernel["kernel"], "function": kernel["function"]}
-    unit = "% of reserved memory" if scope == "memory" else "% of step time"
+    unit = (f or {}).get("gain_unit") or ("% of reserved memory" if scope == "memory" else "% of step time")
     return {"level": level, "scope": scope, "text": entry.get("top_line") or (f or {}).get("summary", ""),
             "gain_pct": (f or {}).get("gain_pct", 0.0), "gain_unit": unit, "kernel": None}

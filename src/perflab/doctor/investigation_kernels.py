@@ -121,7 +121,9 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
                 f"block {plan.block}: launches the trace does not hold (set-up before the first step) moved ncu's "
                 "count; the launch read is the nearest of that name")
         try:
-            report = diagnose_profile(type(prof)(path=prof.path, source=prof.source, kernels=picked))
+            ops = [str(o.get("op", "")) for o in t.ops if isinstance(o, dict)]   # ties the kernel to matrix ops
+            report = diagnose_profile(type(prof)(path=prof.path, source=prof.source, kernels=picked),
+                                      ops={kk.name: ops for kk in picked})
         except Exception as exc:  # the kernel doctor is another layer: this kernel's entry says so, the rest stands
             e.update(finding=None, verdict=f"the kernel doctor failed: {type(exc).__name__}: {exc}", report=None)
             entries.append(e)

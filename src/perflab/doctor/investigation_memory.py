@@ -80,7 +80,8 @@ def memory_entry(snapshots: list[Path], stats: dict[str, Any] | None, reasons: l
                    f"{holder['mb']:,.0f} MB ({holder['pct']:.0f} %) in {holder['blocks']} blocks: the program needs or "
                    f"keeps that much, the allocator wastes little of it. {report.verdict}")
     notes = [] if len(snapshots) == 1 else [f"{len(snapshots)} snapshots in the folder: {path.name} is read"]
-    return {"finding": finding_dict(top, "% of reserved memory"), "verdict": verdict,
+    unit = "% of the recorded window" if top is not None and top.id == "allocator-churn" else "% of reserved memory"
+    return {"finding": finding_dict(top, unit), "verdict": verdict,
             "evidence": {k: v for k, v in evidence.items() if v is not None}, "file": path.name,
             "findings": [{"id": f.id, "severity": f.severity, "gain_pct": f.gain_pct} for f in report.findings[:6]],
             "notes": notes, "report": report.to_dict()}

@@ -17,16 +17,20 @@ from perflab.trace.nsight_compute.ncu_coverage import has_speed_of_light
 from perflab.trace.nsight_compute.ncu_coverage import notes as coverage_notes
 
 
-def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None) -> Report:
+def diagnose_profile(profile: NcuProfile, ceilings: Ceilings | None = None,
+                     ops: dict[str, list[str]] | None = None) -> Report:
+    """`ops`: per kernel name, the trace's ops that launched it (what ties a kernel to a matrix op)."""
     ceilings = ceilings or load_ceilings(device=profile.device)
     model = roofline(profile, ceilings)
     total = sum(k.duration_s or 0.0 for k in profile.kernels)
+    roofs = {p: r.value for p, r in ceilings.compute.items()} | {"dram": ceilings.dram.value}
     findings = []
     kernels = []
     for k, point in zip(profile.kernels, model.points):
         share = (k.duration_s or 0.0) / total if total else 1.0 / len(profile.kernels)
-        found = diagnose_kernel(KernelContext(k=k, point=point, share=share,
-                                              tensor_roof_flops=ceilings.compute["tf32"].value))
+        found = diagnose_kernel(KernelContext(k=k, point=point, share=share, roofs=roofs,
+                                              tensor_roof_flops=ceilings.compute["tf32"].value,
+                                              ops=list((ops or {}).get(k.name, []))))
         if not has_speed_of_light(k.metrics):
             found = _unjudged(found)
         findings += found
@@ -91,7 +95,17 @@ def verdict(ranked) -> str:
     if top.severity == "info":
         return f"Nothing to fix: {top.summary}."
     first_step = re.split(r"\. (?=[A-Z(])", top.fix)[0].rstrip(".")  # not at "e.g. "
-    return f"{top.summary} (est. {top.gain_pct:.0f} % of GPU time to gain). Fix: {first_step}."
+    return f"{top.summary} ({estimate_text(top)}). Fix: {first_step}."
+
+
+def estimate_text(f) -> str:
+    """What the fix would give: the kernel's speed-up (point, and the range it lies in) and the GPU time."""
+    e = f.evidence
+    point, rng = e.get("kernel_speedup_est"), e.get("kernel_speedup_range")
+    x = lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}"  # noqa: E731
+    speed = (f"est. {x(point)}x faster kernel, {x(rng[0])}-{x(rng[1])}x; "
+             if isinstance(point, (int, float)) and rng else "est. ")
+    return f"{speed}{f.gain_pct:.0f} % of GPU time to gain"
 
 
 def diagnose_ncu(path: str | Path, *, ceilings: Ceilings | None = None, prefer: str = "auto") -> Report:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analysis.work.estimate import speedup_bounds, speedup_of_gain
+from perflab.analysis.work.estimate import speedup_bounds, speedup_of_gain, speedup_point
 
 WITHIN = (1.25, 1.5)
 FAR = 3.0
@@ -36,8 +36,11 @@ class Row:
     at_least: float | None = None   # the finding's stated bounds on the speed-up
     at_most: float | None = None
     measured: float | None = None
+    measured_ci: tuple[float, float] | None = None   # the measurement's confidence interval, where recorded
     note: str = ""
     skipped: str = ""               # why the puzzle is not calibrated ("" when it is)
+    measured_how: str = ""          # the measurement: statistic, repetitions, GPU and date of the recording
+    predicted_how: str = ""         # the evidence the prediction reads
 
     @property
     def ratio(self) -> float | None:
@@ -63,12 +66,14 @@ class Row:
         return self.has_bound() and self.measured is not None and not self.within_bound()
 
     def within_bound(self) -> bool:
-        """A finding that states a bound: the measurement lies within it."""
+        """A finding that states a bound: the measurement (or its confidence interval, where recorded) lies
+        within it."""
         if self.at_least is None and self.at_most is None or not self.measured:
             return False
         lo = self.at_least if self.at_least is not None else 0.0
         hi = self.at_most if self.at_most is not None else float("inf")
-        return lo <= self.measured <= hi
+        low, high = self.measured_ci or (self.measured, self.measured)
+        return low <= hi and high >= lo
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio, "point_off_by": self.point_off_by, "off_by": self.off_by,
@@ -103,8 +108,9 @@ class Summary:
         w = self.worst()
         ok = self.count_within(WITHIN[1])
         bounded = sum(1 for r in self.judged if r.has_bound())
+        point = self.count_within(WITHIN[1], True)
         return (f"gain calibration: {n} puzzles; point estimate within {WITHIN[0]}x: "
-                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {self.count_within(WITHIN[1], True)}, "
+                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {point} ({100 * point / n:.0f}%), "
                 f"off by more than {FAR:g}x: {sum(1 for r in self.judged if r.point_off_by > FAR)}; "
                 f"with the bounds findings state ({bounded} do): {ok} within {WITHIN[1]}x or inside their bound "
                 f"({100 * ok / n:.0f}%), {len(self.far())} off by more than {FAR:g}x outside a bound, "
@@ -135,6 +141,26 @@ def _measured(puzzle: Any, ev: Any) -> tuple[float | None, str]:
     return (float(point) if isinstance(point, (int, float)) else None), kind
 
 
+def measured_how(ev: Any) -> str:
+    """How the recording measured the fix: the statistic over how many repetitions, on which GPU, when."""
+    sp = ev.measurements().get("speedup") or {}
+    man = ev.manifest() or {}
+    stat = str(sp.get("statistic") or "?")
+    what = (f"{stat} step time of {sp.get('n', '?')} interleaved runs, slow / fix" if stat in TIME_STATISTICS
+            else stat if "slow / fix" in stat else f"{stat}, slow / fix")
+    lo, hi = sp.get("ci_low"), sp.get("ci_high")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi > lo:
+        what += f", {100 * float(sp.get('confidence') or 0.95):.0f} % CI {lo:.2f}-{hi:.2f}x"
+    where = ", ".join(x for x in (str(man.get("gpu") or ""), str(man.get("date") or "")[:10]) if x)
+    return f"{what} ({where})" if where else what
+
+
+PREDICTED_HOW = {"trace": "the slow trace's finding (gain: its share of the step)",
+                 "ncu": "the slow kernel's Nsight Compute estimate, through its share of the slow trace's step",
+                 "memory": "the slow snapshot's finding (gain: its share of reserved memory)",
+                 "serving": "the slow run's engine log (serving.json)"}
+
+
 def _pick(findings: list[Any], planted: str, tags: list[str]) -> tuple[Any, str]:
     for f in findings:
         if f.id == planted:
@@ -146,13 +172,45 @@ def _pick(findings: list[Any], planted: str, tags: list[str]) -> tuple[Any, str]
 
 
 def _fill(row: Row, finding: Any, share: float = 1.0) -> None:
+    row.predicted_how = PREDICTED_HOW.get(row.level, "")
     row.finding = finding.id
     e = finding.evidence
     row.gain_pct = float(e.get("kernel_gain_pct", finding.gain_pct)) if row.level == "ncu" else float(finding.gain_pct)
     row.share_pct = 100 * share if row.level == "ncu" else None
-    row.step_gain_pct = row.gain_pct * share
-    row.predicted = speedup_of_gain(row.step_gain_pct)
+    point = speedup_point(finding, share)
+    row.predicted = point if point is not None else speedup_of_gain(row.gain_pct * share)
+    row.step_gain_pct = 100.0 * (1.0 - 1.0 / row.predicted) if row.predicted > 0 else 0.0
     row.at_least, row.at_most = speedup_bounds(finding, share)
+
+
+AMDAHL_SLACK = 1.05   # a measured step speed-up this far above what one kernel alone could give
+
+
+def _kernel_level(row: Row, finding: Any, ev: Any, kernel: str, share: float) -> None:
+    """The step sped up more than any change to this kernel alone could give (Amdahl: 1 / (1 - share)): the fix
+    changed kernels the report does not hold. The row is then judged on the kernel itself: its estimate against
+    the kernel's own speed-up, slow over fix in the two recorded Nsight Compute reports."""
+    from perflab.analysis.ncu.ncu_plan import function_name
+    from perflab.puzzles.evidence import ncu
+
+    want = function_name(kernel)
+    durations = []
+    for variant in ("slow", "solution"):
+        ks = [k for k in ncu.load_profile(ev.folder, variant).kernels if k.duration_s]
+        same = [k for k in ks if function_name(k.full_name or k.name) == want]
+        durations.append(sum(k.duration_s for k in (same or ks[:1])) / max(1, len(same or ks[:1])))
+    slow, fixed = durations
+    e = finding.evidence
+    if not fixed or not isinstance(e.get("kernel_speedup_est"), (int, float)):
+        return
+    step = row.measured
+    row.level, row.share_pct, row.measured_ci = "ncu kernel", 100.0, None
+    row.measured, row.predicted = slow / fixed, float(e["kernel_speedup_est"])
+    row.at_least, row.at_most = e.get("kernel_speedup_at_least"), e.get("kernel_speedup_at_most")
+    row.predicted_how = "the slow kernel's Nsight Compute estimate"
+    row.measured_how = (f"kernel duration slow / fix in the two recorded Nsight Compute reports; the step's measured "
+                        f"{step:.2f}x is beyond the {1 / (1 - share):.2f}x this kernel alone could give at its "
+                        f"{100 * share:.0f} % of the step: the fix changed kernels the report does not hold")
 
 
 def kernel_share(report: Any, kernel: str) -> float:
@@ -181,6 +239,10 @@ def calibrate(puzzle: Any) -> Row:
         return row
     ev = replay.recording(puzzle)
     row.measured, kind = _measured(puzzle, ev)
+    row.measured_how = measured_how(ev)
+    sp = ev.measurements().get("speedup") or {}
+    if isinstance(sp.get("ci_low"), (int, float)) and isinstance(sp.get("ci_high"), (int, float)):
+        row.measured_ci = (float(sp["ci_low"]), float(sp["ci_high"]))
     if kind == "other" or row.measured is None or (kind == "latency" and planted not in SERVING_IDS):
         row.skipped = "its measurement is not a fix's speed-up"
         return row
@@ -196,7 +258,10 @@ def calibrate(puzzle: Any) -> Row:
                                   puzzle.taxonomy)
         if finding is not None:
             kernel = str(finding.evidence.get("kernel") or "")
-            _fill(row, finding, kernel_share(ev.report("slow"), kernel) if kernel else 1.0)
+            share = kernel_share(ev.report("slow"), kernel) if kernel else 1.0
+            _fill(row, finding, share)
+            if share < 1.0 and row.measured > AMDAHL_SLACK / (1.0 - share):
+                _kernel_level(row, finding, ev, kernel, share)
             return row
     elif planted in SERVING_IDS and (ev.folder / "serving.json").is_file():
         row.level = "serving"
@@ -228,6 +293,20 @@ def table(summary: Summary) -> str:
         share = "" if r.share_pct is None else f"{r.share_pct:.1f}"
         lines.append(f"| {r.puzzle} | {r.level} | {name} | {r.gain_pct:.1f} | {share} | {_x(r.predicted)} | {bound} | "
                      f"{_x(r.measured)} | {r.ratio:.2f} | {_in(r)} |")
+    return "\n".join(lines)
+
+
+def table_with_method(summary: Summary) -> str:
+    """The markdown table, worst first, each row saying how it was predicted and measured."""
+    head = ("| puzzle | level | finding (planted) | predicted x | stated range | measured x | ratio | in range | "
+            "predicted from | measured as |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in sorted(summary.judged, key=lambda r: -r.point_off_by):
+        name = r.finding if r.finding == r.planted else f"{r.finding or 'missed'} ({r.planted})"
+        share = f" ({r.share_pct:.0f} % of the step)" if r.share_pct is not None else ""
+        lines.append(f"| {r.puzzle} | {r.level} | {name} | {_x(r.predicted)} | {_bound_text(r)} | {_x(r.measured)} | "
+                     f"{r.ratio:.2f} | {_in(r)} | {r.predicted_how or PREDICTED_HOW.get(r.level, '')}{share} | "
+                     f"{r.measured_how} |")
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from perflab.analysis.gpu_memory.memory import (MB, duplicated_buffers, mb, pools, private_pools, site, timeline, top_sites,
                                      totals)
+from perflab.analysis.gpu_memory.segment_churn import segment_churn
 from perflab.trace.snapshot import Snapshot
 
 _RESERVE = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
@@ -150,7 +151,7 @@ def memory_summary(snap: Snapshot) -> dict[str, Any]:
                               "private_pools": private_pools(snap, d), "top_sites": top_sites(snap, d),
                               "duplicated": duplicated_buffers(snap, d)[:10],
                               "timeline": timeline(snap, d), "baseline": reserved_baseline(snap, d),
-                              "held_together": held_together(snap, d)}
+                              "held_together": held_together(snap, d), "segment_churn": segment_churn(snap, d)}
     first = per_device[str(devices[0])]
     return {"path": str(Path(snap.meta.get("path", ""))) if snap.meta.get("path") else "",
             "devices": devices, "device": first, "per_device": per_device}

@@ -4,7 +4,8 @@ A gain is the share of the time the fix gives back: a step gain g (0-100 %) is a
 1 / (1 - g). Where a gain in % cannot express what the fix gives (an atomic storm whose fix is 100x faster
 is a 99 % gain either way), the finding states a bound in its evidence instead:
 `speedup_at_least` / `speedup_at_most` (of the step) or `kernel_speedup_at_least` / `kernel_speedup_at_most`
-(of its kernel: the step's bound then follows from the kernel's share of the step, Amdahl's law).
+(of its kernel: the step's bound then follows from the kernel's share of the step, Amdahl's law), and a point
+estimate inside them, `speedup_est` / `kernel_speedup_est`.
 """
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ def speedup_bounds(finding: Any, share: float = 1.0) -> tuple[float | None, floa
         else:
             out.append(None)
     return out[0], out[1]
+
+
+def speedup_point(finding: Any, share: float = 1.0) -> float | None:
+    """The point estimate of the step speed-up a finding states (evidence `speedup_est`, or `kernel_speedup_est`
+    through the kernel's share of the step), None where it states none."""
+    e = getattr(finding, "evidence", None) or {}
+    step, kernel = e.get("speedup_est"), e.get("kernel_speedup_est")
+    if isinstance(step, (int, float)):
+        return float(step)
+    if isinstance(kernel, (int, float)):
+        return step_speedup(float(kernel), share)
+    return None
 
 
 def capped_gains(gains: list[float], lost_pct: float) -> list[float]:

@@ -19,19 +19,19 @@ DATASHEETS = {
     "H100 SXM": {
         "source": "datasheet: NVIDIA H100 Tensor Core GPU datasheet, H100 SXM5 column (dense)",
         "pattern": r"H100.*(SXM|HBM3)|H100$",
-        "dram": 3.35e12, "fp64": 34e12, "fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12,
+        "dram": 3.35e12, "fp64": 34e12, "fp64_tensor": 67e12, "fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12,
         "fp16": 989.4e12, "fp8": 1978.9e12, "int8": 1978.9e12,
     },
     "H100 PCIe": {
         "source": "datasheet: NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column (dense)",
         "pattern": r"H100.*PCIe",
-        "dram": 2.0e12, "fp64": 26e12, "fp32": 51e12, "tf32": 378e12, "bf16": 756e12,
+        "dram": 2.0e12, "fp64": 26e12, "fp64_tensor": 51e12, "fp32": 51e12, "tf32": 378e12, "bf16": 756e12,
         "fp16": 756e12, "fp8": 1513e12, "int8": 1513e12,
     },
     "H200": {
         "source": "datasheet: NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column (dense)",
         "pattern": r"H200",
-        "dram": 4.8e12, "fp64": 34e12, "fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12,
+        "dram": 4.8e12, "fp64": 34e12, "fp64_tensor": 67e12, "fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12,
         "fp16": 989.4e12, "fp8": 1978.9e12, "int8": 1978.9e12,
     },
 }
@@ -89,7 +89,8 @@ def ceilings_from(data: dict | None, device: str | None = None) -> Ceilings:
     key, sheet = datasheet_for(device or (data or {}).get("manifest", {}).get("gpu"))
     ds = f"datasheet {key}"
     memory = {"dram": Roof("DRAM", sheet["dram"], ds)}
-    compute = {p: Roof(p.upper(), sheet[p], ds) for p in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")}
+    compute = {p: Roof(p.upper(), sheet[p], ds) for p in ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8",
+                                                           "int8")}
     source = sheet["source"]
     if data:
         res = data.get("results", {})

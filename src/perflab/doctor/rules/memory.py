@@ -1,5 +1,7 @@
-"""`memory-capacity` rules over a memory snapshot: CUDA graph private pools, reserved ≫ allocated,
-duplicated buffers. Gains are shares of the reserved memory a fix would give back.
+"""Rules over a memory snapshot. `memory-capacity`: CUDA graph private pools, reserved ≫ allocated, duplicated
+buffers, temporaries held together, out of memory; their gains are shares of the reserved memory a fix would give
+back. `allocator-churn`: device memory given back to the driver and taken again inside the recorded history; its
+gain is the share of the recorded window the driver calls take (analysis/gpu_memory/segment_churn.py).
 
 Each rule is `rule(ctx) -> list[Finding]` with ctx a `MemoryContext` (perflab.doctor.memory).
 """
@@ -16,6 +18,7 @@ MIN_RESERVED_OVER_ALLOCATED = 1.5
 MIN_DUPLICATE_MB = 64.0
 MIN_HELD_MB = 256.0
 MIN_HELD_ALLOCS = 8
+MIN_CYCLED_SEGMENTS = 8   # segments given back and taken again: fewer is a one-off (a graph capture's empty_cache)
 
 
 @rule(source="memory")
@@ -143,3 +146,43 @@ def out_of_memory(ctx) -> list[Finding]:
         "(torch.inference_mode), narrower dtypes, or spread the model over more devices; where much is reserved "
         "but free (fragmentation), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
     )
+
+
+@rule(source="memory")
+def segment_churn(ctx) -> list[Finding]:
+    """Segments the caching allocator gave back to the driver and took again inside the recorded window."""
+    c = ctx.device.get("segment_churn")
+    if not c or c["cycled_segments"] < MIN_CYCLED_SEGMENTS:
+        return []
+    why = []
+    if c["emptied"]:
+        why.append(f"{c['emptied']} of the frees inside torch.cuda.empty_cache")
+    if c["streams"] > 1:
+        why.append(f"on {c['streams']} streams (a block cached for one stream serves no other)")
+    where = ", ".join(f"{s['site']} ({s['mb']:,.0f} MB)" for s in c["sites"][:2])
+    freed = c["free_sites"][0]["site"] if c["free_sites"] else ""
+    where += f", given back at {freed}" if freed and freed != c["sites"][0]["site"] else ""
+    known = c["driver_ms_est"] is not None and c["window_ms"]
+    gain = min(100.0, 100.0 * c["driver_ms_est"] / c["window_ms"]) if known else 0.0
+    cost = (f"; at ~{c['driver_call_us_est']:,.0f} us a call ({c['driver_call_basis']}) the driver calls take "
+            f"~{c['driver_ms_est']:,.1f} ms of the {c['window_ms']:,.1f} ms recorded, and each cudaFree first waits "
+            "for the whole device" if known else "; the history has no times to price the calls")
+    summary = (f"The caching allocator took {c['segment_allocs']} segments ({c['allocated_mb']:,.0f} MB) from the "
+               f"driver and gave {c['segment_frees']} ({c['freed_mb']:,.0f} MB) back inside the recorded window"
+               f"{' ' + '; '.join(why) if why else ''}; taken mostly at {where}{cost}.")
+    evidence = {"segment_allocs": c["segment_allocs"], "segment_frees": c["segment_frees"],
+                "allocated_mb": c["allocated_mb"], "freed_mb": c["freed_mb"], "cycled_segments": c["cycled_segments"],
+                "cycled_mb": c["cycled_mb"], "streams": c["streams"], "segments_per_stream": c["per_stream"],
+                "emptied_by_empty_cache": c["emptied"], "sites": [s["site"] for s in c["sites"]],
+                "free_sites": [s["site"] for s in c["free_sites"]],
+                "window_ms": c["window_ms"], "driver_call_us_est": c["driver_call_us_est"],
+                "driver_call_basis": c["driver_call_basis"], "driver_ms_est": c["driver_ms_est"]}
+    fix = ("Keep the memory in the cache: allocate the weights' buffers once and copy each layer into them (a ring of "
+           "two or three preallocated buffers for an offloaded model), take torch.cuda.empty_cache() out of the loop, "
+           "allocate on one stream and hand the buffer to the other with tensor.record_stream / wait_stream instead "
+           "of allocating on each, and where memory runs short lower the peak rather than let the allocator free "
+           "its cache to retry; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True grows segments in place.")
+    found = _finding("allocator-churn", gain, summary, evidence, fix)
+    if found or known:
+        return found
+    return [Finding(id="allocator-churn", severity="low", gain_pct=0.0, evidence=evidence, fix=fix, summary=summary)]

@@ -1,23 +1,23 @@
 """What every kernel rule reads (KernelContext: one kernel's ncu metrics, what limits it and its roofline
-point) and how it reports (make: a finding whose gain is weighted by the kernel's share of the profiled
-time, its deciding numbers first in the evidence)."""
+point) and how it reports (make: a finding whose gain is what its fix would save in this kernel, from the one
+model of the kernel's time in analysis/ncu/kernel_time.py, weighted by the kernel's share of the profiled
+time; its deciding numbers first in the evidence, then the range and the point estimate of the speed-up)."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from perflab.analysis.ncu import ncu_sol, ncu_traffic
+from perflab.analysis.ncu import kernel_time, matrix_work, ncu_sol, ncu_traffic
+from perflab.analysis.ncu.kernel_time import Fix
+from perflab.analysis.work.estimate import MAX_GAIN_PCT
 from perflab.analysis.work.roofline import RooflinePoint
 from perflab.doctor.finding import Finding
 from perflab.trace.ncu import KernelProfile
 
 AT_ROOF_PCT = 80.0        # a unit at >= 80 % of its peak is at its roof (ncu: "High Throughput")
 BUSY_PCT = 60.0           # below 60 % on every unit ncu calls it a latency issue: no unit is the limit
-PRACTICAL_PCT = 85.0      # what a well-written kernel reaches of a unit's peak: the speed-of-light target
-MAX_GAIN = 90.0
-GEMM_NAME = re.compile(r"gemm|matmul|(^|[_:])mm([_<(]|$)|bmm|simt|f32f32|conv|dot_product", re.I)
+PRACTICAL_PCT = 100 * kernel_time.PRACTICAL   # what a well-written kernel reaches of a unit's peak
 RECORD_FULL = ("profile it again with the warp-state section (ncu --set full, or --section WarpStateStats "
                "--section LaunchStats --section Occupancy)")
 
@@ -28,9 +28,24 @@ class KernelContext:
     point: RooflinePoint
     share: float                # this kernel's share of the profiled GPU time (0..1)
     tensor_roof_flops: float = 494.7e12   # the TF32 tensor roof (ceilings); datasheet H100 SXM by default
+    roofs: dict[str, float] = field(default_factory=dict)   # compute path -> FLOP/s (ceilings: tf32, bf16, ...)
+    ops: list[str] = field(default_factory=list)             # the trace's ops that launched it, where known
 
     def m(self, *names: str) -> float | None:
         return self.k.first(*names)
+
+    @property
+    def duration_us(self) -> float | None:
+        return self.k.duration_s * 1e6 if self.k.duration_s else None
+
+    def estimate(self, fix: Fix) -> kernel_time.Estimate | None:
+        """The kernel's time after `fix` (analysis/ncu/kernel_time.py); None without a duration."""
+        dur = self.duration_us
+        return kernel_time.estimate(self.units, dur, fix, self.m(*ISSUE)) if dur else None
+
+    @cached_property
+    def matrix(self) -> matrix_work.MatrixWork | None:
+        return matrix_work.matrix_work(self.k, self.units, self.traffic, self.ops, self.roofs)
 
     @cached_property
     def units(self) -> ncu_sol.Units:
@@ -122,19 +137,21 @@ def sol_gap_pct(busiest: float) -> float:
     return 100 * max(0.0, 1 - busiest / PRACTICAL_PCT)
 
 
-def kernel_bounds(fid: str, kernel_gain: float) -> dict:
-    from perflab.doctor.fix_bounds import KERNEL_GAIN_IS_A_FLOOR, kernel_at_least
-
-    return kernel_at_least(kernel_gain) if fid in KERNEL_GAIN_IS_A_FLOOR else {}
-
-
-def make(ctx: KernelContext, fid: str, kernel_gain: float, evidence: dict, fix: str, summary: str) -> Finding:
-    """A finding whose gain is the kernel's gain weighted by the kernel's share of the profiled time."""
-    kernel_gain = max(0.0, min(MAX_GAIN, kernel_gain))
+def make(ctx: KernelContext, fid: str, change: Fix | float, evidence: dict, fix: str, summary: str) -> Finding:
+    """A finding whose gain is what its fix saves in this kernel, weighted by the kernel's share of the profiled
+    time. `change` is what the fix changes in the kernel's work (a Fix: the gain is the point estimate of the
+    kernel's time after it, the evidence states the range), or a plain share of the kernel's time (at-roof and
+    healthy findings: 0)."""
+    est = ctx.estimate(change) if isinstance(change, Fix) else None
+    if isinstance(change, Fix):
+        kernel_gain = est.gain_pct if est is not None else 100 * (change.symptom_share or 0.0)
+    else:
+        kernel_gain = change
+    kernel_gain = max(0.0, min(MAX_GAIN_PCT, kernel_gain))
     gain = round(kernel_gain * ctx.share, 1)
     ev = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in evidence.items() if v is not None}
     ev.update({"kernel": ctx.k.name, "kernel_time_share_pct": round(100 * ctx.share, 1),
-               "kernel_gain_pct": round(kernel_gain, 1), **kernel_bounds(fid, kernel_gain)})
+               "kernel_gain_pct": round(kernel_gain, 1), **(est.evidence() if est is not None else {})})
     return Finding(id=fid, severity=severity_for(gain), gain_pct=gain, evidence=ev, fix=fix,
                    summary=f"{ctx.k.name}: {summary}")
 

@@ -1,18 +1,22 @@
 """Kernel rules on the launch (analysis/ncu/ncu_sol.py): a grid too small to fill the GPU (small-grid), a
 last wave that leaves SMs idle (tail-effect), too few warps resident and what limits them (low-occupancy).
-They speak only when no unit is busy: a kernel at a roof lost little to its launch."""
+They speak only when no unit is busy: a kernel at a roof lost little to its launch. What each fix would save
+comes from the one model of the kernel's time (analysis/ncu/kernel_time.py): the work stays, the SMs or warps
+the launch left idle get it, and the kernel's busiest unit sets the pace."""
 from __future__ import annotations
 
 import math
 
+from perflab.analysis.ncu.kernel_time import Fix
 from perflab.analysis.ncu.ncu_sol import MEMORY_WAITS
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, BUSY_PCT, KernelContext, kernel_rule, make, sol_gap_pct
+from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, BUSY_PCT, KernelContext, kernel_rule, make
 from perflab.doctor.rules.ncu_kernel import is_matmul
 
 ASYNC_COPIES = ("smsp__inst_executed_op_ldgsts.sum", "smsp__inst_executed_op_tma_ld.sum")   # cp.async, TMA loads
 
 FEW_WAVES = 0.4   # a grid that fills under 40 % of the GPU's block slots at once: far too small
+OCCUPANCY_TARGET = 50.0   # % of warp slots a fix of low occupancy aims at: enough warps to hide memory latency
 
 
 def grid_too_small(ctx: KernelContext) -> bool:
@@ -47,7 +51,9 @@ def small_grid(ctx: KernelContext) -> Finding | None:
     occ = ctx.occupancy
     occ_text = (f"; {occ.achieved_pct:.0f} % of warp slots occupied where {occ.theoretical_pct:.0f} % could be"
                 if occ.achieved_pct is not None and occ.theoretical_pct else "")
-    return make(ctx, "small-grid", sol_gap_pct(busiest),
+    idle = (shape.idle_sm_pct or 0.0) / 100 if shape.grid_blocks < shape.sms else 1 - (shape.waves_per_sm or 0.0)
+    fix = Fix(symptom_share=idle, how="the same work spread over every SM: its busiest unit at the practical pace")
+    return make(ctx, "small-grid", fix,
                 {"grid_blocks": shape.grid_blocks, "sms": shape.sms, "idle_sm_pct": shape.idle_sm_pct,
                  "waves_per_sm": shape.waves_per_sm, "blocks_per_sm_limit": shape.blocks_per_sm,
                  "block_threads": shape.block_threads, **_occupancy_evidence(ctx),
@@ -71,7 +77,12 @@ def tail_effect(ctx: KernelContext) -> Finding | None:
     busiest = ctx.busiest_pct
     if idle < 0.1 or full > 16 or busiest >= AT_ROOF_PCT:
         return None  # a kernel at a roof over its whole duration lost little to its last wave
-    return make(ctx, "tail-effect", 100 * min(idle, 1 - busiest / 100),
+    dur = ctx.duration_us or 0.0
+    # in its full waves the kernel runs its busiest unit at busiest / (1 - idle): what the floor can count on
+    fix = Fix(not_below_us=dur * (1 - idle), symptom_share=min(idle, 1 - busiest / 100),
+              floor_pace=min(1.0, busiest / 100 / (1 - idle)),
+              how="the last wave's idle SM time gone (at most that), the work at its busiest unit's practical pace")
+    return make(ctx, "tail-effect", fix,
                 {"waves_per_sm": waves, "grid_blocks": shape.grid_blocks, "sms": shape.sms,
                  "blocks_per_sm_limit": shape.blocks_per_sm, "idle_sm_time_pct": 100 * idle,
                  "sm_throughput_pct": ctx.compute_pct},
@@ -107,7 +118,13 @@ def low_occupancy(ctx: KernelContext) -> Finding | None:
     theo = f", theoretical {occ.theoretical_pct:.0f} %" if occ.theoretical_pct is not None else ""
     fix = (f"Raise resident warps: {LIMITER_FIX.get(why, 'more resident warps')}; or more independent work per "
            "thread (unrolled loads) to keep more bytes in flight with the warps there are.")
-    return make(ctx, "low-occupancy", 100 * (1 - busiest / AT_ROOF_PCT) * (1 - occ.achieved_pct / 50),
+    # Little's law: the bytes and instructions in flight grow with the warps resident, up to the unit's roof
+    target = max(OCCUPANCY_TARGET, occ.achieved_pct)
+    change = Fix(not_below_us=(ctx.duration_us or 0.0) * occ.achieved_pct / target,
+                 symptom_share=(1 - busiest / AT_ROOF_PCT) * (1 - occ.achieved_pct / OCCUPANCY_TARGET),
+                 how=f"{target:.0f} % of warp slots resident: as much more in flight, up to the busiest unit's "
+                     "practical pace")
+    return make(ctx, "low-occupancy", change,
                 {**_occupancy_evidence(ctx), "limited_by": occ.limit_metric,
                  "blocks_per_sm_limit": ctx.launch.blocks_per_sm, "registers_per_thread": ctx.k.registers,
                  "shared_mem_per_block_bytes": ctx.k.shared_mem_bytes, "block": ctx.k.block,
@@ -130,7 +147,7 @@ def unpipelined_operand_loads(ctx: KernelContext, copies: float) -> Finding:
     blocks = ctx.launch.blocks_per_sm
     per_sm = f"{blocks} block{'s' if blocks != 1 else ''} per SM, " if blocks else ""
     why = occ.achieved_limiter or occ.theoretical_limiter or "unknown"
-    return make(ctx, "latency-bound", sol_gap_pct(busiest),
+    return make(ctx, "latency-bound", _operands_in_flight(ctx),
                 {"async_copy_instructions": copies, **ctx.stall_evidence(), "busiest_unit": unit,
                  "busiest_unit_pct": busiest, "tensor_pipe_pct": ctx.units.compute.get("tensor pipe"),
                  **_occupancy_evidence(ctx), "limited_by": occ.limit_metric, "blocks_per_sm_limit": blocks,
@@ -146,6 +163,21 @@ def unpipelined_operand_loads(ctx: KernelContext, copies: float) -> Finding:
                 f"the MMAs run; no unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak); "
                 f"{occ.achieved_pct:.1f} % of warp slots occupied ({per_sm}limited by {why}) is what a "
                 f"register-tiled tensor-core GEMM runs at, not the cause")
+
+
+def _operands_in_flight(ctx: KernelContext) -> Fix:
+    """Operands copied asynchronously: the tensor pipe no longer waits on them, and each operand crosses L1 once
+    (global -> shared), not twice (a load into registers, then a shared-memory store from them)."""
+    sts = ctx.m("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")
+    shared = ctx.m("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum")
+    glob = sum(v or 0.0 for v in (ctx.m("l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_ld.sum"),
+                                   ctx.m("l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_st.sum")))
+    kept = {"L1/shared": 1 - sts / (shared + glob)} if sts is not None and shared else {}
+    st = ctx.stalls
+    waits = st.share(*MEMORY_WAITS) / 100 if st else None
+    return Fix(kept=kept, symptom_share=waits,
+               how="operands in flight while the MMAs run: the shared-memory stores of the register staging gone, "
+                   "the busiest unit at the practical pace")
 
 
 def synchronous_operand_loads(ctx: KernelContext) -> float | None:

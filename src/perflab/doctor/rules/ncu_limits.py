@@ -15,11 +15,13 @@ A unit's percentage is always the one the finding names: no verdict calls an idl
 """
 from __future__ import annotations
 
+from perflab.analysis.ncu.kernel_time import Fix
 from perflab.analysis.ncu.ncu_sol import MEMORY_WAITS
+from perflab.doctor.rules.ncu_memory import MATH_PIPES
 from perflab.doctor.finding import Finding
-from perflab.doctor.rules import ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
+from perflab.doctor.rules import ncu_access, ncu_kernel, ncu_launch, ncu_memory  # noqa: F401  (they register their rules)
 from perflab.doctor.rules.ncu_context import (AT_ROOF_PCT, BUSY_PCT, PRACTICAL_PCT, RECORD_FULL, RULES,
-                                              ISSUE, KernelContext, make, next_busiest, sol_gap_pct)
+                                              ISSUE, KernelContext, make, next_busiest)
 
 BANDWIDTH_SHARE = 20.0   # DRAM under this while warps wait on memory: the loads are latency, not bandwidth
 
@@ -70,7 +72,14 @@ def sfu_bound(ctx: KernelContext, ev: dict) -> Finding | None:
     share = 100 * xu_inst / inst if xu_inst is not None and inst else None
     share_text = f" ({share:.0f} % of its instructions)" if share is not None else ""
     fma = ctx.units.compute.get("FMA pipe")
-    return make(ctx, "compute-bound", gain,
+    # fewer MUFU per element: the XU work gone, its issue slots with it; the rest of the work stays
+    # at best each call goes with the instruction that forms its argument (a scale, a range reduction)
+    xu_issue = (share or 0.0) / 100
+    fix = Fix(kept={XU: 0.0, "issue slots": 1 - xu_issue}, symptom_share=gain / 100, paced=False,
+              ceiling_kept={XU: 0.0, "issue slots": max(0.0, 1 - 2 * xu_issue)},
+              how="the special-function work gone (reused, or fewer calls), its issue slots with it (at best also "
+                  "the instruction forming each call's argument); the kernel keeps its pace on the next busiest resource")
+    return make(ctx, "compute-bound", fix,
                 {"limiting_unit": XU, "limiting_unit_pct": xu, "next_unit": nxt, "next_unit_pct": npct,
                  "fma_pipe_pct": fma, "issue_slots_pct": issue, "xu_instructions": xu_inst,
                  "xu_share_of_instructions_pct": share, **ev},
@@ -158,7 +167,10 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
           "occupancy_limiter": occ.achieved_limiter}
     capped = (f"; the grid fills only {occ.grid_cap_pct:.0f} % of the warp slots"
               if occ.achieved_limiter == "grid" and occ.grid_cap_pct is not None else "")
-    gain = sol_gap_pct(busiest)
+    # the fix lifts what holds the busiest unit below its roof: the top stall's share of the warps' cycles is
+    # what the symptom is seen to cost
+    change = Fix(symptom_share=top[0].pct / 100 if top else None,
+                 how="the same work with its busiest unit at the practical pace")
     if busiest >= BUSY_PCT:
         fid = "memory-bound" if unit in ctx.units.memory else "compute-bound"
         why = f"; warps stall on {stall_text}" if top else f"; to see why, {RECORD_FULL}"
@@ -170,24 +182,29 @@ def below_roof(ctx: KernelContext, ev: dict) -> Finding:
         if fed is not None:
             fix, extra, why = fed
             ev.update(extra)
-        return make(ctx, fid, gain, ev, fix, f"{unit} is its busiest unit at {busiest:.0f} % of peak, below its "
+        return make(ctx, fid, change, ev, fix, f"{unit} is its busiest unit at {busiest:.0f} % of peak, below its "
                                              f"roof (~{PRACTICAL_PCT:.0f} % reachable){why}")
     if not top:
         missing = [side for side, d in (("memory", ctx.units.memory), ("compute", ctx.units.compute)) if not d]
         lacks = "warp-state" + "".join(f" or {side} throughput" for side in missing)
-        return make(ctx, "below-roof", gain, ev,
+        return make(ctx, "below-roof", change, ev,
                     f"Find out why no unit is busy: {RECORD_FULL}, then run perflab doctor on that report.",
                     f"no measured unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak) and this "
                     f"report has no {lacks} metrics to say why")
     # the bandwidth the work needs is DRAM's (or, where the GPU reports no DRAM counters, ncu's memory throughput)
     dram_unit, dram = ("DRAM", ctx.units.memory["DRAM"]) if "DRAM" in ctx.units.memory else (mem, mpct)
     if top[0].reason in MEMORY_WAITS and dram_unit and dram >= BANDWIDTH_SHARE:
-        return make(ctx, "memory-bound", sol_gap_pct(dram), ev,
+        # its work is the bytes it moves (and its math); the loads and the instructions per byte that keep so few
+        # bytes in flight (narrow loads, one at a time, staged through shared memory) are what the fix changes
+        work = {u: 1.0 for u in (dram_unit, *MATH_PIPES) if u in {**ctx.units.memory, **ctx.units.compute}}
+        inflight = Fix(kept=work, only=True, symptom_share=st.share(*MEMORY_WAITS) / 100,
+                       how="more bytes in flight: the kernel's bytes (and its math) at the practical DRAM pace")
+        return make(ctx, "memory-bound", inflight, ev,
                     "Put more bytes in flight: 16-byte vector loads, several independent loads per thread "
                     "(unroll), enough blocks to fill every SM; or move fewer bytes (fuse, narrower types).",
                     f"its work is memory traffic but {dram_unit} runs at {dram:.0f} % of peak: too few bytes in "
                     f"flight (warps stall on {stall_text}{capped})")
-    return make(ctx, "latency-bound", gain, ev, STALL_FIX.get(top[0].reason, "Shorten what the warps wait on: "
+    return make(ctx, "latency-bound", change, ev, STALL_FIX.get(top[0].reason, "Shorten what the warps wait on: "
                                                                               "more independent work per thread."),
                 f"no unit is near its ceiling (busiest: {unit} at {busiest:.0f} % of peak); warps stall on "
                 f"{stall_text} ({top[0].reason}: {top[0].meaning}){capped}")
@@ -203,7 +220,12 @@ def class_finding(ctx: KernelContext, others: list[Finding]) -> list[Finding]:
                      "about what limits this kernel")]
     if ctx.busiest_pct >= AT_ROOF_PCT:
         return at_roof(ctx, others, ev)
-    return [] if others else [below_roof(ctx, ev)]
+    if others and (ctx.busiest_pct >= BUSY_PCT or any(o.id != "tail-effect" for o in others)):
+        return []   # what the rules found is what holds it below its roof
+    # a partial last wave explains only the SMs it leaves idle, not why the busy ones run far below every roof (a
+    # latency issue): that gap is a finding of its own where it saves more (a GEMV far below DRAM with a tail)
+    gap = below_roof(ctx, ev)
+    return [gap] if not others or gap.gain_pct > max(o.gain_pct for o in others) else []
 
 
 def diagnose_kernel(ctx: KernelContext) -> list[Finding]:

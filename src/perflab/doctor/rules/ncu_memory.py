@@ -1,12 +1,14 @@
 """Kernel rules on where the bytes go (analysis/ncu/ncu_traffic.py): local memory (register-spill),
-atomics piling onto few addresses (atomic-contention), data re-read from DRAM (l2-miss), reads from host
-memory over PCIe (memory-bound on the link)."""
+atomics piling onto few addresses (atomic-contention), data re-read from DRAM (l2-miss; a matrix product's
+inputs re-read for want of tiling), reads from host memory over PCIe (memory-bound on the link). What each fix
+saves comes from the one model of the kernel's time (analysis/ncu/kernel_time.py)."""
 from __future__ import annotations
 
 from perflab.analysis.ncu import ncu_traffic
+from perflab.analysis.ncu.kernel_time import Fix
 from perflab.doctor.finding import Finding
 from perflab.doctor.rules.ncu_context import AT_ROOF_PCT, KernelContext, kernel_rule, make, mb, sol_gap_pct
-from perflab.doctor.rules.ncu_kernel import global_excess, is_matmul
+from perflab.doctor.rules.ncu_access import reuse, reuse_fix, reuse_text, scattered
 
 
 @kernel_rule
@@ -26,7 +28,15 @@ def register_spill(ctx: KernelContext) -> Finding | None:
            "to shared memory." if array else
            "Cut live registers: fewer accumulators per thread, no run-time indexing of local arrays, or relax the "
            "cap (__launch_bounds__ / -maxrregcount) so the compiler can keep them in registers.")
-    return make(ctx, "register-spill", lm.share_pct * ctx.busiest_pct / 100,
+    l1, l2 = (lm.l1_share_pct or 0.0) / 100, (lm.l2_share_pct or 0.0) / 100
+    inst = ctx.m("smsp__inst_executed.sum")
+    issued = min(1.0, lm.instructions / inst) if lm.instructions and inst else 0.0
+    change = Fix(kept={"L1/shared": 1 - l1, "L2": 1 - l2, "DRAM": 1 - l2,
+                       "LSU pipe": 1 - (lm.instruction_share_pct or 0.0) / 100, "issue slots": 1 - issued},
+                 symptom_share=lm.share_pct * ctx.busiest_pct / 1e4,
+                 how="the local-memory traffic gone at L1, L2 and DRAM (its share of each), the rest of the work at "
+                     "the practical pace")
+    return make(ctx, "register-spill", change,
                 {"local_l1_bytes": lm.l1_bytes, "local_l2_bytes": lm.l2_bytes,
                  "local_share_of_memory_instructions_pct": lm.instruction_share_pct,
                  "local_share_of_l1_sectors_pct": lm.l1_share_pct, "local_share_of_l2_sectors_pct": lm.l2_share_pct,
@@ -34,6 +44,9 @@ def register_spill(ctx: KernelContext) -> Finding | None:
                  "registers_per_thread": ctx.k.registers, "busiest_unit_pct": ctx.busiest_pct,
                  "dram_write_bytes": ctx.traffic.dram_write_bytes},
                 fix, f"{moved} from {what} ({', '.join(parts)})")
+
+
+MATH_PIPES = ("FMA pipe", "FP64 pipe", "tensor pipe", "XU pipe")
 
 
 @kernel_rule
@@ -55,10 +68,27 @@ def atomic_contention(ctx: KernelContext) -> Finding | None:
     if not (saturated or starved):
         return None
     gain = hot * (1 - (avg or 0) / hot) if saturated else sol_gap_pct(busy)
+    l2_sectors = ctx.m("lts__t_sectors.sum")
+    atomic_l2 = min(1.0, a.l2_sectors / l2_sectors) if a.l2_sectors and l2_sectors else 0.0
+    l1 = {op: ctx.m(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum") for op in ("ld", "st", "atom", "red")}
+    l1_all = sum(v or 0.0 for v in l1.values())
+    atomic_l1 = ((l1["atom"] or 0.0) + (l1["red"] or 0.0)) / l1_all if l1_all else (a.share_pct or 0.0) / 100
+    if not starved:
+        change = Fix(kept={"L2": 1 - atomic_l2, "L1/shared": 1 - atomic_l1, "LSU pipe": 1 - (a.share_pct or 0.0) / 100},
+                     symptom_share=gain / 100,
+                     how="the updates privatized: their serialization and their L1 and L2 traffic gone, the rest of "
+                         "the work at the practical pace")
+    else:
+        # every unit idles while the warps wait on the atomics: what they do issue (polls, retries, the serialized
+        # read-modify-writes) is the contention itself. The work left is the kernel's DRAM bytes and its math.
+        work = {u: 1.0 for u in ("DRAM", "memory", *MATH_PIPES) if u in {**ctx.units.memory, **ctx.units.compute}}
+        change = Fix(kept=work, only=True, symptom_share=gain / 100,
+                     how="the updates privatized: nothing waits on them; the kernel's DRAM bytes and its math at the "
+                         "practical pace")
     where = (f"one L2 slice takes {a.hottest_slice_pct:.0f} % of the atomic sectors" if a.hottest_slice_pct is not None
              else f"the busiest L2 slice's atomic unit runs {hot:.0f} % (average slice {avg:.1f} %)" if hot is not None
              else f"warps wait on memory {waits:.0f} % of the time")
-    return make(ctx, "atomic-contention", gain,
+    return make(ctx, "atomic-contention", change,
                 {"atomic_instructions": a.instructions, "atomic_share_of_global_instructions_pct": a.share_pct,
                  "hottest_l2_slice_share_of_atomics_pct": a.hottest_slice_pct, "l2_slices": a.slices,
                  "hottest_l2_slice_atomic_busy_pct": hot, "average_l2_slice_atomic_busy_pct": avg,
@@ -73,39 +103,30 @@ def atomic_contention(ctx: KernelContext) -> Finding | None:
 
 @kernel_rule
 def l2_miss(ctx: KernelContext) -> Finding | None:
-    """Data re-read from DRAM: DRAM bytes clearly above the compulsory bytes (analysis/ncu/ncu_traffic.py: the
-    bytes written plus as many read, the report counting no distinct addresses), L2 hits proving that the
-    kernel does re-read data, and more DRAM reads than L2 holds. A hit rate alone cannot tell re-reads
-    that miss from a stream read once next to a small operand re-read from L2."""
+    """Data re-read from DRAM: DRAM bytes clearly above the compulsory bytes (ncu_kernel.reuse: every input read
+    once, every output written once). Scattered accesses make it poor-locality (ncu_kernel.access_pattern, which
+    counts the re-reads too); here the accesses are dense and the data simply comes back too late for L2. A
+    matrix product re-reads its inputs once per tile of the other dimension: without tiling through shared
+    memory, once per output; the fix is the tiling, and the kernel then runs at its FMA (or tensor) pipe."""
+    r = reuse(ctx)
+    if r is None or scattered(ctx):
+        return None
     t = ctx.traffic
-    hit = t.l2_read_hit_pct
-    excess_sectors, _ = global_excess(ctx)
-    if hit is None or not 10 <= hit < 60 or ctx.dram_pct < 30 or (excess_sectors or 0) >= 0.25:
-        return None
-    if is_matmul(ctx):
-        # A tiled matmul re-reads every operand panel once per tile of the other dimension by design (a
-        # GEMV: the activations, once per column block); its DRAM reads can be compulsory bytes only.
-        return None
-    rd, wr = t.dram_read_bytes, t.dram_write_bytes or 0.0
-    if rd is None or t.compulsory_bytes is None or (t.l2_bytes and rd < t.l2_bytes):
-        return None  # no estimate of the compulsory bytes, or all reads fit in L2 (misses are first touches)
-    total = rd + wr
-    if total < 1.25 * t.compulsory_bytes:
-        return None
-    excess = t.excess_bytes or 0.0
-    return make(ctx, "l2-miss", 100 * excess / total * ctx.dram_pct / 100,
-                {"dram_bytes": total, "compulsory_bytes_est": t.compulsory_bytes, "excess_dram_bytes": excess,
-                 "l2_read_hit_pct": hit, "dram_read_bytes": rd, "dram_write_bytes": wr,
-                 "written_bytes": t.written_bytes, "l2_read_request_bytes": t.l2_read_request_bytes,
-                 "dram_throughput_pct": ctx.dram_pct, "l2_bytes": t.l2_bytes,
-                 "compulsory_estimate": t.compulsory_basis},
-                "Shorten reuse distance: process the data that is re-read together (tile / block the loop, "
-                "raster the grid so neighbouring blocks share inputs), or pin the hot part in L2 with an "
-                "access-policy window. (If the kernel reads several distinct inputs per output, the extra "
-                "bytes are compulsory, not re-reads.)",
-                f"DRAM moves {mb(total)}, {total / t.compulsory_bytes:.1f}x the ~{mb(t.compulsory_bytes)} "
-                f"it must (as many bytes read as written: one input; more inputs raise it), and L2 hits only {hit:.0f} % of reads: data is "
-                f"re-read from DRAM")
+    total, comp, hit = r["dram_bytes"], r["compulsory_bytes"], t.l2_read_hit_pct
+    change = reuse_fix(ctx, r)
+    ev = {"dram_bytes": total, "compulsory_bytes_est": comp, "excess_dram_bytes": total - comp,
+          "l2_read_hit_pct": hit, "dram_read_bytes": t.dram_read_bytes, "dram_write_bytes": t.dram_write_bytes,
+          "written_bytes": t.written_bytes, "l2_read_request_bytes": t.l2_read_request_bytes,
+          "dram_throughput_pct": ctx.dram_pct, "l2_bytes": t.l2_bytes, "compulsory_estimate": r["basis"],
+          **(ctx.matrix.evidence() if r["matrix"] else {})}
+    found = make(ctx, "l2-miss", change, ev, reuse_text(r["matrix"]),
+                 f"DRAM moves {mb(total)}, {total / comp:.1f}x the ~{mb(comp)} it must"
+                 + (" (every input read once, every output written once)" if r["matrix"] else
+                    " (as many bytes read as written: one input; more inputs raise it)")
+                 + (f", and L2 hits only {hit:.0f} % of reads" if hit is not None else "")
+                 + (": the matrix inputs are re-read from DRAM for want of tiling" if r["matrix"] else
+                    ": data is re-read from DRAM"))
+    return found if found.evidence["kernel_gain_pct"] >= 3 else None
 
 
 SYSMEM_READ = ("lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum",
@@ -143,7 +164,16 @@ def host_memory_reads(ctx: KernelContext) -> Finding | None:
     measured = ctx.m("pcie__read_bytes.sum.per_second")
     unit = "PCIe (host memory)"
     at_roof = {"limiting_unit": unit, "limiting_unit_pct": link_pct} if link_pct >= AT_ROOF_PCT else {}
-    return make(ctx, "memory-bound", min(link_pct, 100.0),
+    dram_peak = ctx.roofs.get("dram")
+    # L2 serves the host reads through its system-memory path; from device memory it carries the same bytes at
+    # least as fast as DRAM delivers them
+    from_dram = host / dram_peak * 1e6 if dram_peak else 0.0
+    change = Fix(also_busy_us={unit: host / link * 1e6}, kept={unit: 0.0, "L2": 1 - share / 100},
+                 added_us={"DRAM": from_dram, "L2": from_dram} if dram_peak else {},
+                 symptom_share=min(link_pct, 100.0) / 100,
+                 how="the host bytes read from device memory instead (the one copy over the link that puts them "
+                     "there is not in this kernel: it pays where the data is read more than once)")
+    return make(ctx, "memory-bound", change,
                 {**at_roof, "memory_unit": unit, "memory_throughput_pct": link_pct, "host_read_bytes": host,
                  "host_share_of_reads_pct": share, "host_read_gbps": host / dur / 1e9, "pcie_link_gbps": link / 1e9,
                  "pcie_read_gbps_measured": measured / 1e9 if measured is not None else None,
