@@ -113,12 +113,14 @@ def script(tmp_path: Path, body: str = "print('hello')\n") -> str:
 
 
 def test_walk_profiles_the_chosen_launch_and_reads_every_level(tmp_path, fake_ncu, recorded_level1):
+    """The run-per-kernel way (kept for side-by-side timing; test_investigate_one_pass.py has the one-run way)."""
     from perflab.toolkit.investigate import Options, investigate
 
     app = script(tmp_path)
-    inv = investigate(["python", app], tmp_path / "inv", Options(kernels=2))
+    inv = investigate(["python", app], tmp_path / "inv", Options(kernels=2, ncu_runs="per-kernel", section_set="full"))
     calls = [c for c in fake_ncu() if "-o" in c]
     assert len(calls) == 2  # two kernels chosen, one ncu run each
+    assert calls[0][calls[0].index("--set") + 1] == "full"
     first = calls[0]
     assert first[first.index("--clock-control") + 1] == "none" and first[first.index("--kill") + 1] == "yes"
     assert first[first.index("--kernel-name") + 1] == "regex:^elementwise_kernel$"

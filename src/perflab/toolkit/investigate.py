@@ -3,8 +3,9 @@
 1. the timeline: CMD under torch.profiler (steps found as `perflab profile` finds them, shapes recorded) and the
    doctor; the kernels that would save the most at their speed of light are chosen, with the ncu launch of each
    (analysis/ncu/ncu_plan.py: the kernel-name filter and the launch skip computed from the trace);
-2. the kernels: CMD once per chosen kernel under Nsight Compute (`--clock-control none`, that one launch, the
-   program stopped once it is profiled, a time limit), then the kernel doctor;
+2. the kernels: CMD once under Nsight Compute for all the chosen kernels (`--clock-control none`, one launch window
+   that holds a launch like each chosen one, what the kernel doctor reads rather than the whole `full` set, the
+   program stopped once they are profiled, a time limit; toolkit/investigate_kernels.py), then the kernel doctor;
 3. memory, when level 1 says memory is the issue (out of memory, reserved memory near the device's, allocator
    retries, CUDA graph pools): CMD with the allocator's history recorded, then the memory doctor.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
-import re
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -44,7 +44,8 @@ class Options:
     marker: str | None = None
     target: str | None = None
     slice_s: float = 0.1
-    section_set: str = "full"
+    section_set: str = "doctor"     # doctor: what the kernel doctor reads (toolkit/ncu_metrics.py); or an ncu set
+    ncu_runs: str = "one"           # one: every chosen kernel in one run of the program; per-kernel: a run each
     max_launches: int = 8
     max_entries: int = 100_000
 
@@ -91,6 +92,10 @@ class Walk:
             raise PerflabError(f"--memory must be auto, always or never (got {opts.memory!r})")
         if opts.kernels < 0 or opts.steps < 1 or opts.warmup < 0:
             raise PerflabError("need --kernels >= 0, --steps >= 1 and --warmup >= 0")
+        from perflab.toolkit.investigate_kernels import RUNS
+
+        if opts.ncu_runs not in RUNS:
+            raise PerflabError(f"--ncu-runs must be one of {', '.join(RUNS)} (got {opts.ncu_runs!r})")
         self.cmd, self.out, self.opts = list(cmd), Path(out), opts
         self.target = find_target(self.cmd, opts.target)
         self.progress = progress or (lambda level, msg: None)
@@ -142,6 +147,7 @@ class Walk:
         run = profile_command(self.cmd, out=self.out, steps=o.steps, warmup=o.warmup, marker=o.marker,
                               target=self.target, slice_s=o.slice_s,
                               run=self._runner(self.out / "level1.log", o.timeout_s, state))
+        rec["program_s"] = round(time.perf_counter() - t, 2)   # the program's run alone (the doctor's reading after)
         first = next((p for p in run.processes if p.get("trace")), run.processes[0] if run.processes else {})
         rec.update(returncode=run.returncode, steps_by=first.get("steps_by"),
                    recorded_steps=first.get("recorded_steps"), memory=first.get("memory"),
@@ -170,9 +176,12 @@ class Walk:
     # ---- level 2 ------------------------------------------------------------------------------------------
 
     def level2(self, l1: Any) -> None:
-        from perflab.toolkit.ncu_runner import EXTRA_METRICS, available_metrics, filter_metrics, find_ncu
+        from perflab.toolkit.investigate_kernels import KernelLevel, expected_level2_s, passes_line
+        from perflab.toolkit.ncu_metrics import DOCTOR_SET, EXTRA_METRICS, doctor_metrics
+        from perflab.toolkit.ncu_runner import available_metrics, filter_metrics, find_ncu
 
-        rec: dict[str, Any] = {"why": l1.why, "kernels": []}
+        rec: dict[str, Any] = {"why": l1.why, "kernels": [], "runs": self.opts.ncu_runs,
+                               "section_set": self.opts.section_set}
         self.record["levels"]["2"] = rec
         t = time.perf_counter()
         if not l1.chosen:
@@ -186,50 +195,18 @@ class Walk:
             self.progress(2, f"skipped: {exc}")
             return
         rec["ncu"] = str(ncu)
+        program_s = float(self.record["levels"]["1"].get("program_s") or 0.0)
+        runs, launches = passes_line(l1, self.opts.ncu_runs)
+        rec["expected_s"] = round(expected_level2_s(l1, program_s, self.opts.ncu_runs, self.opts.section_set), 1)
+        self.progress(2, f"{len(l1.chosen)} kernel(s) in {runs} run(s) of the program under Nsight Compute, "
+                         f"{launches} launch(es) replayed ({self.opts.section_set} set): expected ~{rec['expected_s']:.0f} s")
         self.progress(2, "asking ncu which metrics it offers")
-        metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu))
-        for i, k in enumerate(l1.chosen, 1):
-            plan = l1.plans[k.row]
-            self.progress(2, f"kernel {i}/{len(l1.chosen)}: {k.function} (skip {plan.skip}, count {plan.count}) "
-                             f"under Nsight Compute")
-            rec["kernels"].append(self._ncu_one(ncu, i, k, plan, metrics))
-            self._save()
+        wanted = doctor_metrics() if self.opts.section_set == DOCTOR_SET else EXTRA_METRICS
+        metrics = filter_metrics(wanted, available_metrics(ncu))
+        KernelLevel(self, rec, ncu, metrics, self._save).run(l1)
         ok = sum(1 for k in rec["kernels"] if k["status"] == "done")
         rec["status"] = "done" if ok == len(rec["kernels"]) else "partial" if ok else "failed"
         rec["took_s"] = round(time.perf_counter() - t, 2)
-
-    def _ncu_one(self, ncu: Path, i: int, k: Any, plan: Any, metrics: list[str]) -> dict[str, Any]:
-        from perflab.toolkit.ncu_runner import build_command, export_csv
-
-        name = f"ncu-{i}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', k.function)[:60]}"
-        base, log = self.out / name, self.out / f"{name}.log"
-        entry: dict[str, Any] = {"kernel": k.kernel, "function": k.function, "row": k.row, "report": None,
-                                 "log": log.name, "plan": plan.to_dict()}
-        t = time.perf_counter()
-        status, error = "done", None
-        for extra in (metrics, None):  # an extra metric this ncu rejects must not cost the profile
-            cmd = build_command(ncu, base, self.cmd, kernel=plan.regex, section_set=self.opts.section_set,
-                                launch_count=plan.count, launch_skip=plan.skip, metrics=extra, kill=True)
-            entry["command"] = cmd
-            rc, timed_out = run_bounded(cmd, dict(os.environ), log=log, timeout_s=self.opts.ncu_timeout_s)
-            if timed_out:
-                status, error = "timed-out", (f"ncu ran past the time limit ({self.opts.ncu_timeout_s:g} s) and was "
-                                              "stopped: raise --ncu-timeout, or profile fewer launches")
-                break
-            if base.with_suffix(".ncu-rep").exists() or not extra:
-                break
-        report = base.with_suffix(".ncu-rep")
-        if status == "done" and not report.exists():
-            lines = [ln for ln in tail(log).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]
-            status, error = "failed", f"ncu wrote no report (exit {rc}): " + (lines[-1] if lines else "see " + log.name)
-        if report.exists():
-            entry["report"] = report.name
-            try:
-                export_csv(ncu, report, base.with_suffix(".csv"))
-            except PerflabError as exc:
-                entry["csv_error"] = str(exc)
-        entry.update(status=status, error=error, took_s=round(time.perf_counter() - t, 2))
-        return entry
 
     # ---- level 3 ------------------------------------------------------------------------------------------
 
