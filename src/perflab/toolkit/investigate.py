@@ -17,18 +17,16 @@ the folder.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from perflab.errors import PerflabError
+from perflab.process_group import run_bounded, tail
 
 RECORD_SCHEMA = "perflab.investigation-run/1"
-TAIL_CHARS = 2000
 Progress = Callable[[int, str], None]     # (level, what is happening now)
 
 
@@ -54,30 +52,6 @@ def default_out() -> Path:
     from perflab.paths import workspace_dir
 
     return workspace_dir() / "investigate"
-
-
-def run_bounded(cmd: Sequence[str], env: dict[str, str], *, log: Path, timeout_s: float | None) -> tuple[int, bool]:
-    """Run `cmd` with its output in `log`; (exit status, timed out). The command gets its own process group, so
-    at the time limit (or Ctrl-C) it is stopped whole: SIGINT (a Python program then runs its exit handlers, which
-    save what was recorded), SIGTERM 10 s later, SIGKILL 5 s after that."""
-    from perflab.process_group import INTERRUPT_FIRST, run_group
-
-    with open(log, "ab") as fh:
-        try:
-            rc, timed_out = run_group(cmd, timeout=timeout_s, steps=INTERRUPT_FIRST, env=env, stdout=fh,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            raise PerflabError(f"cannot run {cmd[0]!r}: {exc.strerror or exc}") from None
-    return (128 - rc if rc < 0 else rc), timed_out
-
-
-def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - chars))
-            return fh.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 class Walk:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perflab.errors import PerflabError
+from perflab.process_group import run_bounded, tail
 
 RUNS = ("one", "per-kernel")
 # What a run under ncu is expected to cost, for the progress line (a user deciding whether to wait): the program up to
@@ -91,7 +92,6 @@ class KernelLevel:
 
     def ncu_run(self, name: str, regex: str, skip: int, count: int) -> dict[str, Any]:
         """One run of the program under ncu into NAME.ncu-rep (and its raw-page CSV): what the record keeps of it."""
-        from perflab.toolkit.investigate import run_bounded, tail
         from perflab.toolkit.ncu_runner import build_command, export_csv
 
         base, log = self.out / name, self.out / f"{name}.log"
