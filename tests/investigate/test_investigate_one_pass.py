@@ -169,3 +169,55 @@ def test_one_h100_report_of_two_kernels_is_split_into_the_chosen_one(tmp_path, p
     assert entry["finding"]["id"] == hand["findings"][0]["id"] == "no-tensor-cores"
     assert [f["id"] for f in entry["findings"]] == [f["id"] for f in hand["findings"][:5]]
     assert ("note" in entry["profiled"]) == note
+
+
+@pytest.fixture
+def level1_with_history(monkeypatch, tmp_path):
+    """Level 1 as test_investigate_run's recorded_level1, its process also leaving the allocator's history it was
+    asked to keep (the recorded H100 snapshot stands for the pickle); what it was asked is kept."""
+    from perflab.toolkit import memory_record, profile
+    from test_investigate_run import SNAPSHOT, recorded_meta
+
+    asked: dict = {}
+
+    def fake_profile(cmd, *, out, run=None, memory_history=None, **kwargs):
+        asked["memory_history"] = memory_history
+        meta = recorded_meta(out)
+        if memory_history:
+            pickle = Path(memory_history["snapshot_dir"]) / "snapshot-1.pickle"
+            shutil.copy(SNAPSHOT, pickle)
+            meta["history"] = {"recording": True, "snapshot": str(pickle), "error": None,
+                               "stacks_left_out_while_profiling": True}
+        return profile.ProfiledRun(0, [out / "trace.json.gz"], [meta])
+
+    def no_second_run(*a, **k):
+        raise AssertionError("level 3 ran the program again")
+
+    monkeypatch.setattr(profile, "profile_command", fake_profile)
+    monkeypatch.setattr(memory_record, "record_command", no_second_run)
+    return asked
+
+
+def test_level_3_reads_the_history_level_1_recorded_without_a_run_of_its_own(tmp_path, level1_with_history):
+    from perflab.doctor.memory import diagnose_memory
+    from perflab.toolkit.investigate import Options, investigate
+    from test_investigate_run import SNAPSHOT
+
+    d = investigate(["python", script(tmp_path)], tmp_path / "inv", Options(kernels=0)).to_dict()
+    asked = level1_with_history["memory_history"]
+    assert asked["keep"] == "when-needed" and asked["max_entries"] == Options().max_entries
+    l3 = d["levels"][2]
+    assert l3["status"] == "done" and "peaked at" in l3["reasons"][0]
+    assert l3["finding"]["id"] == diagnose_memory(SNAPSHOT).top.id == "memory-capacity"
+    assert any("recorded in level 1's run" in n for n in l3["notes"])
+    record = json.loads((tmp_path / "inv" / "investigation.json").read_text())
+    assert record["levels"]["3"]["from_level1"] and record["levels"]["1"]["history"]["kept"]
+    assert (tmp_path / "inv" / "memory.json.gz").exists()
+    assert not Path(asked["snapshot_dir"]).exists()        # the pickle's folder is gone with the walk
+
+
+def test_memory_never_records_no_history_in_level_1(tmp_path, level1_with_history):
+    from perflab.toolkit.investigate import Options, investigate
+
+    d = investigate(["python", script(tmp_path)], tmp_path / "inv", Options(kernels=0, memory="never")).to_dict()
+    assert level1_with_history["memory_history"] is None and d["levels"][2]["status"] == "skipped"

@@ -84,19 +84,23 @@ def fake_ncu(tmp_path, monkeypatch):
     return calls
 
 
+def recorded_meta(out: Path) -> dict:
+    """What level 1's profiled process reports when it 'writes' TRACE into `out`: memory near capacity."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TRACE, out / "trace.json.gz")
+    return {"trace": str(out / "trace.json.gz"), "steps_by": "top-level nn.Module calls", "recorded_steps": 5,
+            "memory": {"device": "NVIDIA H100 80GB HBM3", "total_mb": 81089.0, "peak_reserved_mb": 76000.0,
+                       "peak_allocated_mb": 70000.0, "reserved_mb": 70000.0, "num_ooms": 0,
+                       "num_alloc_retries": 0, "private_pools": 0}}
+
+
 @pytest.fixture
 def recorded_level1(monkeypatch):
     """Level 1 without a GPU: the profiled run 'writes' TRACE, and its process reports memory near capacity."""
     from perflab.toolkit import memory_record, profile
 
     def fake_profile(cmd, *, out, run=None, **kwargs):
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(TRACE, out / "trace.json.gz")
-        meta = {"trace": str(out / "trace.json.gz"), "steps_by": "top-level nn.Module calls", "recorded_steps": 5,
-                "memory": {"device": "NVIDIA H100 80GB HBM3", "total_mb": 81089.0, "peak_reserved_mb": 76000.0,
-                           "peak_allocated_mb": 70000.0, "reserved_mb": 70000.0, "num_ooms": 0,
-                           "num_alloc_retries": 0, "private_pools": 0}}
-        return profile.ProfiledRun(0, [out / "trace.json.gz"], [meta])
+        return profile.ProfiledRun(0, [out / "trace.json.gz"], [recorded_meta(out)])
 
     def fake_record(cmd, *, out, target, max_entries, run=None, force=False):
         shutil.copy(SNAPSHOT, out)

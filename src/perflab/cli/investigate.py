@@ -47,6 +47,7 @@ def investigate(
     # the earlier way, kept for side-by-side timing (benchmarks/investigate_one_pass.py): a run per kernel, --set full
     ncu_runs: str = typer.Option("one", "--ncu-runs", hidden=True),
     ncu_set: str = typer.Option("doctor", "--ncu-set", hidden=True),
+    memory_run: str = typer.Option("level1", "--memory-run", hidden=True),
 ) -> None:
     """Walk a program top-down (help: HELP)."""
     from perflab.errors import PerflabError
@@ -60,7 +61,7 @@ def investigate(
         check_output(html, force=force, inputs=inputs)  # before the runs
     opts = Options(steps=steps, warmup=warmup, kernels=kernels, min_gain_pct=min_gain, memory=memory,
                    ncu_timeout_s=ncu_timeout, timeout_s=timeout, marker=marker, target=target, slice_s=slice_s,
-                   ncu_runs=ncu_runs, section_set=ncu_set)
+                   ncu_runs=ncu_runs, section_set=ncu_set, memory_run=memory_run)
     if out is not None:
         check_folder(out, force=force, holds=HOLDS)
     walk = Walk(cmd, out or Path("."), opts)  # checks the options and finds the target before anything runs

@@ -44,6 +44,7 @@ class Options:
     slice_s: float = 0.1
     section_set: str = "doctor"     # doctor: what the kernel doctor reads (toolkit/ncu_metrics.py); or an ncu set
     ncu_runs: str = "one"           # one: every chosen kernel in one run of the program; per-kernel: a run each
+    memory_run: str = "level1"      # level1: the allocator's history recorded in level 1's run; separate: a run of its own
     max_launches: int = 8
     max_entries: int = 100_000
 
@@ -70,7 +71,11 @@ class Walk:
 
         if opts.ncu_runs not in RUNS:
             raise PerflabError(f"--ncu-runs must be one of {', '.join(RUNS)} (got {opts.ncu_runs!r})")
+        if opts.memory_run not in ("level1", "separate"):
+            raise PerflabError(f"--memory-run must be level1 or separate (got {opts.memory_run!r})")
         self.cmd, self.out, self.opts = list(cmd), Path(out), opts
+        self.history_dir: Path | None = None
+        self.level1_snapshot: Path | None = None
         self.target = find_target(self.cmd, opts.target)
         self.progress = progress or (lambda level, msg: None)
         self.record: dict[str, Any] = {
@@ -82,13 +87,20 @@ class Walk:
         """All three levels; returns the merged report (doctor.investigation.Investigation)."""
         from perflab.doctor.investigation import build
 
+        import shutil
+        import tempfile
+
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        l1 = self.level1()
-        self._save()
-        self.level2(l1)
-        self._save()
-        self.level3()
+        self.history_dir = Path(tempfile.mkdtemp(prefix="perflab-memory-"))   # level 1's allocator history, if kept
+        try:
+            l1 = self.level1()
+            self._save()
+            self.level2(l1)
+            self._save()
+            self.level3()
+        finally:
+            shutil.rmtree(self.history_dir, ignore_errors=True)
         self.record["wall_s"] = round(time.perf_counter() - t0, 2)
         self._save()
         return build(self.out, level1=l1)
@@ -118,11 +130,22 @@ class Walk:
         self.progress(1, f"profiling {self._shown()} under torch.profiler ({o.warmup} warm-up + {o.steps} steps)")
         t = time.perf_counter()
         state: dict = {}
+        history = None
+        if o.memory != "never" and o.memory_run == "level1":   # level 3's history in this run: no run of its own
+            history = {"snapshot_dir": str(self.history_dir), "max_entries": o.max_entries,
+                       "keep": "always" if o.memory == "always" else "when-needed"}
         run = profile_command(self.cmd, out=self.out, steps=o.steps, warmup=o.warmup, marker=o.marker,
-                              target=self.target, slice_s=o.slice_s,
+                              target=self.target, slice_s=o.slice_s, memory_history=history,
                               run=self._runner(self.out / "level1.log", o.timeout_s, state))
         rec["program_s"] = round(time.perf_counter() - t, 2)   # the program's run alone (the doctor's reading after)
         first = next((p for p in run.processes if p.get("trace")), run.processes[0] if run.processes else {})
+        self.level1_snapshot = next((Path(p["history"]["snapshot"]) for p in run.processes
+                                     if (p.get("history") or {}).get("snapshot")), None)
+        if history is not None:
+            h = first.get("history") or {}
+            rec["history"] = {"recording": bool(h.get("recording")), "kept": self.level1_snapshot is not None,
+                              "error": h.get("error"),
+                              "stacks_left_out_while_profiling": bool(h.get("stacks_left_out_while_profiling"))}
         rec.update(returncode=run.returncode, steps_by=first.get("steps_by"),
                    recorded_steps=first.get("recorded_steps"), memory=first.get("memory"),
                    compile=first.get("compile"),
@@ -198,8 +221,15 @@ class Walk:
             return
         if self.opts.memory == "always" and not reasons:
             rec["reasons"] = ["asked for (--memory always)"]
-        self.progress(3, f"recording the allocator's history of {self._shown()}: " + "; ".join(rec["reasons"]))
         t = time.perf_counter()
+        if self.level1_snapshot is not None and self.level1_snapshot.exists():
+            self.progress(3, "the allocator's history recorded in level 1's run: reading it (" +
+                          "; ".join(rec["reasons"]) + ")")
+            self._level1_history(rec, t)
+            return
+        program_s = float(self.record["levels"]["1"].get("program_s") or 0.0)
+        self.progress(3, f"recording the allocator's history of {self._shown()} (expected ~{program_s:.0f} s, a run "
+                         "of the program): " + "; ".join(rec["reasons"]))
         state: dict = {}
         log = self.out / "memory.log"
         try:
@@ -216,6 +246,18 @@ class Walk:
             rec["status"] = "done"
             if state.get("timed_out"):
                 rec["error"] = "the program ran past the time limit; the snapshot holds the history up to then"
+
+    def _level1_history(self, rec: dict[str, Any], t: float) -> None:
+        from perflab.trace.snapshot import convert
+
+        try:
+            snapshot = convert(self.level1_snapshot, self.out / "memory.json.gz", force=True)
+        except PerflabError as exc:
+            rec.update(status="failed", error=str(exc), took_s=round(time.perf_counter() - t, 2), from_level1=True)
+            return
+        rec.update(status="done", snapshot=snapshot.name, from_level1=True, took_s=round(time.perf_counter() - t, 2))
+        if self.record["levels"]["1"].get("status") == "timed-out":
+            rec["error"] = "the program ran past the time limit; the snapshot holds the history up to then"
 
     def _shown(self) -> str:
         return " ".join(self.cmd)[:80]
