@@ -168,6 +168,7 @@ class Walk:
         if l1.error and run.traces:
             rec["doctor_error"] = l1.error
         rec["took_s"] = round(time.perf_counter() - t, 2)
+        self.progress(1, f"{rec['status']} in {rec['took_s']:.0f} s (the program ran {rec['program_s']:.0f} s of it)")
         return l1
 
     # ---- level 2 ------------------------------------------------------------------------------------------
