@@ -125,8 +125,13 @@ class Engine:
                                   pure=False, retries=RETRIES)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
-        for n, fut in enumerate(as_completed(futures), 1):
-            out[index[fut.key]] = _result(fut, files[index[fut.key]], self._keep)
+        # results fetched by the client's event loop as tasks finish, many at once: fetching one after the other from
+        # this thread (fut.result() in the loop) took a round trip each, 28 ms on 2 loaded cores, which caps the
+        # client at ~35 ranks a second, fewer than 16 workers make (docs/multirank/benchmark.md)
+        done = as_completed(futures, with_results=True, raise_errors=False)
+        for n, (fut, got) in enumerate(done, 1):
+            i = index[fut.key]
+            out[i] = _outcome(fut, got, files[i], self._keep)
             fut.release()
             if progress:
                 progress(n, len(files))
@@ -147,17 +152,20 @@ class Engine:
         return fut.result()["report"]
 
 
-def _result(fut, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
-    """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
+def _outcome(fut, got, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
+    """The summary a finished future brought (`got`: its result, or for a failed task (type, exception, traceback));
+    a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
     from distributed import KilledWorker
 
-    try:
-        return keep(path, fut.result())
-    except KilledWorker:
+    if fut.status != "error":
+        return keep(path, got)
+    exc = got[1]
+    if isinstance(exc, KilledWorker):
         from perflab.multirank.tasks import unreadable
 
         return unreadable(path, RuntimeError("every worker that read it died (out of memory? give workers more "
                                              "memory, or fewer per machine)"))
+    raise exc.with_traceback(got[2])
 
 
 def _need_dask(address: str) -> None:
