@@ -13,8 +13,13 @@ PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platfo
 # Extra wheels (torchao, gemlite, ncu-report ...) are appended by the issues that need them.
 # torchao (abi3, pure-Python kernels + torch ops) serves the fp8-weight-only puzzle.
 # gemlite (pure Python, published as an sdist only) serves the autotune puzzle's GemLite record.
+# The many-ranks doctor's local cluster (perflab[cluster]) and its needs the image lacks: dask, distributed, tornado,
+# zict, tblib, locket, partd. HTA 0.5.0 (the peer benchmarks/multirank_workers.py measures against) with plotly and
+# pydot; it runs with the image's pandas, numpy, networkx and narwhals. About 13 MB together.
+CLUSTER="dask==2026.8.0 distributed==2026.8.0 tornado==6.6.1 zict==3.0.0 tblib==3.2.2 locket==1.0.0 partd==1.4.2"
+HTA="holistictraceanalysis==0.5.0 plotly==7.1.0 pydot==4.0.1"
 for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" "torchao==0.18.0" "gemlite==0.6.0.post2" \
-    ${PERFLAB_EXTRA_WHEELS:-}; do
+    $CLUSTER $HTA ${PERFLAB_EXTRA_WHEELS:-}; do
   name="${spec%%==*}"
   if ! ls .whl/ | grep -qi "^${name//-/_}-"; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
