@@ -118,9 +118,15 @@ def verdicts(d: dict) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS))
+    ap.add_argument("--programs", nargs="*", default=list(PROGRAMS), choices=list(PROGRAMS))
     ap.add_argument("--budget-s", type=float, default=None, help="skip a program that would not finish in what is left")
+    ap.add_argument("--program", action="append", default=[], metavar="NAME=SCRIPT",
+                    help="also this Python script (run with this Python), after the named programs")
     a = ap.parse_args()
+    for extra in a.program:
+        name, _, script = extra.partition("=")
+        PROGRAMS[name] = ([PY, script], [], 0)
+        a.programs.append(name)
     (a.out / "walks").mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     results: dict = {"programs": {}, "skipped": []}

@@ -48,7 +48,7 @@ LEFT=$(( TOTAL_S - $(elapsed) - 20 ))
 log "scale-out: 256 ranks, 1-16 workers, then HTA (budget ${LEFT} s)"
 if [ "$LEFT" -gt 60 ]; then
   timeout "$LEFT" python3 benchmarks/multirank_workers.py --out "$W/multirank" --ranks 256 --mb 4 40 \
-    --workers 1 2 4 8 16 --hta --budget-s $((LEFT - 10)) --jobs /tmp/one-pass-jobs 2>&1 | tee -a "$W/summary.txt"
+    --workers 1 2 4 8 16 --hta --phases 16 --budget-s $((LEFT - 10)) --jobs /tmp/one-pass-jobs 2>&1 | tee -a "$W/summary.txt"
 else
   log "scale-out skipped: ${LEFT} s left"
 fi

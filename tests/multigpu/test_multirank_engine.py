@@ -61,11 +61,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
     from distributed import KilledWorker
 
-    class Died:   # a finished future as as_completed(with_results=True, raise_errors=False) yields it
+    class Died:   # a finished future whose task failed
         status = "error"
 
-    died = KilledWorker("rank_summary-1", None, 3)
-    entry = engine._outcome(Died(), (KilledWorker, died, None), "/jobs/rank7.json")["file"]
+    entry = engine._outcome(Died(), KilledWorker("rank_summary-1", None, 3), "/jobs/rank7.json")["file"]
     assert entry["status"] == "unreadable" and "died" in entry["reason"] and entry["path"] == "/jobs/rank7.json"
 
 

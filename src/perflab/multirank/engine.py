@@ -125,16 +125,20 @@ class Engine:
                                   pure=False, retries=RETRIES)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
-        # results fetched by the client's event loop as tasks finish, many at once: fetching one after the other from
-        # this thread (fut.result() in the loop) took a round trip each, 28 ms on 2 loaded cores, which caps the
-        # client at ~35 ranks a second, fewer than 16 workers make (docs/multirank/benchmark.md)
-        done = as_completed(futures, with_results=True, raise_errors=False)
-        for n, (fut, got) in enumerate(done, 1):
-            i = index[fut.key]
-            out[i] = _outcome(fut, got, files[i], self._keep)
-            fut.release()
-            if progress:
-                progress(n, len(files))
+        # the summaries of the tasks finished since the last look, fetched in one gather: one after the other
+        # (fut.result() per rank) this thread waited a round trip per rank, 1.8 s of a 6.2 s map of 64 ranks on 2
+        # loaded cores (docs/multirank/benchmark.md), a serial step that grows with the workers' pace
+        n = 0
+        for batch in as_completed(futures).batches():
+            got = self.client.gather(batch, errors="skip")
+            ok = iter(got)
+            for fut in batch:
+                i = index[fut.key]
+                out[i] = _outcome(fut, next(ok) if fut.status != "error" else fut.exception(), files[i], self._keep)
+                fut.release()
+                n += 1
+                if progress:
+                    progress(n, len(files))
         return out
 
     def _keep(self, path: str, got: dict) -> dict:
@@ -153,19 +157,18 @@ class Engine:
 
 
 def _outcome(fut, got, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
-    """The summary a finished future brought (`got`: its result, or for a failed task (type, exception, traceback));
-    a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
+    """The summary a finished future brought (`got`: its result, or a failed task's exception); a rank whose every
+    worker died reading it (out of memory?) is unreadable, not fatal."""
     from distributed import KilledWorker
 
     if fut.status != "error":
         return keep(path, got)
-    exc = got[1]
-    if isinstance(exc, KilledWorker):
+    if isinstance(got, KilledWorker):
         from perflab.multirank.tasks import unreadable
 
         return unreadable(path, RuntimeError("every worker that read it died (out of memory? give workers more "
                                              "memory, or fewer per machine)"))
-    raise exc.with_traceback(got[2])
+    raise got
 
 
 def _need_dask(address: str) -> None:
