@@ -30,9 +30,13 @@ CC=$(command -v cc || command -v gcc || echo cc)
 if [ -f "$INC/Python.h" ] && "$CC" -O2 -fPIC -shared -I"$INC" src/perflab/trace/torch_profiler/native/kineto_scan.c \
      -o "src/perflab/trace/torch_profiler/_kineto_scan$EXT" 2>> "$W/env.log"; then
   log "trace reader: C scanner built for $EXT"
+elif [ -f ".whl/_kineto_scan$EXT" ]; then
+  cp ".whl/_kineto_scan$EXT" src/perflab/trace/torch_profiler/ && log "trace reader: C scanner carried (built for $EXT)"
 else
-  log "trace reader: no C scanner (no Python.h or no cc): msgspec reads every block"
+  log "trace reader: no C scanner (no Python.h, no cc, none carried): msgspec reads every block"
 fi
+python3 -c 'from perflab.trace.torch_profiler import kineto_native as n; print("C scanner in use:", n.available())' \
+  2>&1 | tee -a "$W/summary.txt"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; free -g | head -2
   python3 -c 'import torch, dask, distributed, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "dask", dask.__version__)'
   python3 -c 'import hta; print("hta", hta.__file__)' 2>&1 | tail -1
