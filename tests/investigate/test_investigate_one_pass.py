@@ -221,3 +221,24 @@ def test_memory_never_records_no_history_in_level_1(tmp_path, level1_with_histor
 
     d = investigate(["python", script(tmp_path)], tmp_path / "inv", Options(kernels=0, memory="never")).to_dict()
     assert level1_with_history["memory_history"] is None and d["levels"][2]["status"] == "skipped"
+
+
+def test_the_passes_ncu_replayed_are_read_from_its_output():
+    from perflab.toolkit.investigate_kernels import replay_passes
+
+    recorded = (DATA / "kernel" / "ncu-1-sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stag.log").read_text()
+    assert replay_passes(recorded) == [38]
+    newer = ('==PROF== Profiling "vectorAdd_A" - 0: 0%....50%....100% - 46 passes\n'
+             '==PROF== Profiling "vectorAdd_B" - 1: 0%....50%....100% - 12 passes\n')
+    assert replay_passes(newer) == [46, 12]
+
+
+def test_the_expected_time_of_level_2_counts_program_runs_and_replays():
+    from perflab.toolkit.investigate_kernels import PASSES, expected_level2_s, expected_ncu_s
+
+    l1 = chosen_level1(3)
+    one = expected_level2_s(l1, 30.0, "one", "doctor")
+    per_kernel = expected_level2_s(l1, 30.0, "per-kernel", "full")
+    assert one == pytest.approx(expected_ncu_s(30.0, l1.passes[0].count, max(
+        t.time_us / t.launches_per_step for t in l1.chosen), "doctor"))
+    assert per_kernel > 3 * 30.0 > one > 30.0 and PASSES["full"] > PASSES["doctor"]
