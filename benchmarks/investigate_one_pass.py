@@ -142,7 +142,8 @@ def main() -> int:
         limit = max(60.0, min(left, 400.0))
         alone, rc = timed(prog, a.out / "walks" / f"{name}-alone.log", limit)
         r = {"program": prog, "options": opts, "alone_s": alone, "alone_rc": rc,
-             "before": walk(name, "before", prog, opts, a.out, limit), "after": walk(name, "after", prog, opts, a.out, limit)}
+             "before": walk(name, "before", prog, opts, a.out, limit),
+             "after": walk(name, "after", prog, opts, a.out, limit)}
         r["same_verdicts"] = r["before"].get("verdicts") == r["after"].get("verdicts")
         results["programs"][name] = r
         (a.out / "results.json").write_text(json.dumps(results, indent=1))

@@ -9,8 +9,8 @@ Per job (benchmarks/multirank_jobs.py: a planted straggler, the last rank, and a
 worker count: `python -m perflab doctor FOLDER --json` as a fresh child with PERFLAB_WORKERS=N and an empty cache,
 its wall time, the client's peak memory and each worker's (VmHWM, multirank_scale.measured), and the findings
 (id, severity, gain, the straggler): they must be the same at every worker count, and the planted straggler found
-at every rank size (jobs of other sizes are other workloads: their findings may differ). Speed-up is against one worker on the same job; HTA's ratio is its wall time over ours on the
-job it read.
+at every rank size (jobs of other sizes are other workloads: their findings may differ). Speed-up is against one
+worker on the same job; HTA's ratio is its wall time over ours on the job it read.
 
 --budget-s bounds the run: the largest job's ladder is predicted from the smaller job's measured rate (seconds per
 GB at one worker, the start of a cluster) and from the time its generation took; a size that cannot finish in what
@@ -140,7 +140,8 @@ def main() -> int:
             base = base or row
             same = "same" if row.get("findings") == base.get("findings") and row.get("straggler") == base.get(
                 "straggler") else "DIFFER"
-            found = f"straggler {row.get('straggler')} ({'planted' if row.get('straggler') == a.ranks - 1 else 'NOT planted'})"
+            planted = "planted" if row.get("straggler") == a.ranks - 1 else "NOT planted"
+            found = f"straggler {row.get('straggler')} ({planted})"
             print(f"{mb:7g} {job['gb']:6.2f} {w:7d} {row['wall_s']:7.1f} {base['wall_s'] / row['wall_s']:8.2f}x "
                   f"{row['client_mb']:9.0f} {max(row['worker_mb'] or [0]):15.0f}  {same}, {found}", flush=True)
             save()
@@ -173,8 +174,10 @@ def main() -> int:
         r = hta(folder, a.hta_python, max(10.0, min(left(), 120.0)))
         small["hta"] = r
         if "wall_s" in r:
-            ratios = ", ".join(f"{run['workers']} worker(s) {r['wall_s'] / run['wall_s']:.1f}x" for run in small["runs"])
-            print(f"HTA 0.5.0 on {a.ranks} x {small['mb']:g} MB: {r['wall_s']:.1f} s; HTA / perflab: {ratios}", flush=True)
+            ratios = ", ".join(f"{run['workers']} worker(s) {r['wall_s'] / run['wall_s']:.1f}x"
+                               for run in small["runs"])
+            print(f"HTA 0.5.0 on {a.ranks} x {small['mb']:g} MB: {r['wall_s']:.1f} s; HTA / perflab: {ratios}",
+                  flush=True)
         elif "more_than_s" in r:   # still a ratio: HTA took longer than this
             ratios = ", ".join(f"{run['workers']} worker(s) > {r['more_than_s'] / run['wall_s']:.1f}x"
                                for run in small["runs"])

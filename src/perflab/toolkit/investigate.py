@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +46,7 @@ class Options:
     slice_s: float = 0.1
     section_set: str = "doctor"     # doctor: what the kernel doctor reads (toolkit/ncu_metrics.py); or an ncu set
     ncu_runs: str = "one"           # one: every chosen kernel in one run of the program; per-kernel: a run each
-    memory_run: str = "level1"      # level1: the allocator's history recorded in level 1's run; separate: a run of its own
+    memory_run: str = "level1"      # level1: the allocator's history from level 1's run; separate: a run of its own
     max_launches: int = 8
     max_entries: int = 100_000
 
@@ -86,9 +88,6 @@ class Walk:
     def run(self) -> Any:
         """All three levels; returns the merged report (doctor.investigation.Investigation)."""
         from perflab.doctor.investigation import build
-
-        import shutil
-        import tempfile
 
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +196,8 @@ class Walk:
         runs, launches = passes_line(l1, self.opts.ncu_runs)
         rec["expected_s"] = round(expected_level2_s(l1, program_s, self.opts.ncu_runs, self.opts.section_set), 1)
         self.progress(2, f"{len(l1.chosen)} kernel(s) in {runs} run(s) of the program under Nsight Compute, "
-                         f"{launches} launch(es) replayed ({self.opts.section_set} set): expected ~{rec['expected_s']:.0f} s")
+                         f"{launches} launch(es) replayed ({self.opts.section_set} set): "
+                         f"expected ~{rec['expected_s']:.0f} s")
         self.progress(2, "asking ncu which metrics it offers")
         wanted = doctor_metrics() if self.opts.section_set == DOCTOR_SET else EXTRA_METRICS
         metrics = filter_metrics(wanted, available_metrics(ncu))

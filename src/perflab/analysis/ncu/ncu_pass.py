@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from perflab.analysis.ncu.ncu_plan import (MAX_LAUNCHES, counting, function_name, function_rows, launch_plan, launch_times,
-                                          template_key)
+from perflab.analysis.ncu.ncu_plan import (MAX_LAUNCHES, counting, function_name, function_rows, launch_plan,
+                                          launch_times, template_key)
 from perflab.trace.model import Trace
 
 MAX_WINDOW = 32     # launches one run profiles at most (each is replayed once per metric pass)
