@@ -36,10 +36,10 @@ PY = sys.executable
 PROGRAMS = {
     "compiled-block": ([PY, "examples/stacks/compiled_block.py", "--as", "module", "--mode", "reduce-overhead",
                         "--iters", "400"], ["--kernels", "2"], 110),
+    "keep-outputs": ([PY, "examples/keep_outputs.py"], [], 75),          # level 3: its history from level 1's run
     "graphed-decode": ([PY, "examples/stacks/graphed_decode.py", "--steps", "200"], ["--kernels", "2"], 80),
     "operator-hotspot": ([PY, "examples/run_workload.py", "src/perflab/catalog/14-operator-hotspot/workload.py",
                           "--steps", "20"], ["--marker", "step"], 65),
-    "keep-outputs": ([PY, "examples/keep_outputs.py"], [], 75),
     "hf-generate": ([PY, "examples/stacks/hf_generate.py", "--cache", "static", "--compile", "--calls", "8"], [], 250),
 }
 OLD = ["--ncu-runs", "per-kernel", "--ncu-set", "full", "--memory-run", "separate"]

@@ -6,7 +6,8 @@
 #   1. setup: the carried wheels, the trace reader's C scanner built for this Python (else msgspec reads), versions
 #   2. investigate before/after (GPU, ncu): benchmarks/investigate_one_pass.py within INV_S (default 200 s): each
 #      program alone, the earlier walk (a run per kernel, --set full, level 3 on its own) and today's (one ncu run,
-#      the doctor set, level 3 from level 1's run); programs in order until the budget is spent
+#      the doctor set, level 3 from level 1's run); programs in order until the budget is spent (a reduce-overhead
+#      compiled block with 2 kernels, keep_outputs.py whose level 3 is needed, then a graphed decode, ...)
 #   3. scale-out (the CPUs): benchmarks/multirank_workers.py, 256 ranks at 4 MB then 40 MB per rank with 1, 2, 4, 8
 #      and 16 Dask workers of a local cluster, then HTA 0.5.0 on the 4 MB job, in what is left (a size that cannot
 #      finish is replaced by the largest that can, and the output says so)
