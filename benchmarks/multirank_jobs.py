@@ -63,18 +63,36 @@ def layers_for(mb: float, world: int) -> int:
     return max(1, int(mb * 1e6 / (size / probe)))
 
 
-def write_job(out: Path, ranks: int, mb: float, straggler: int, slow_pair: int) -> dict:
+_DOCS: dict[str, str] = {}   # the templates, shared with the writer processes (forked after they are built)
+
+
+def _write_rank(out: Path, r: int, ranks: int, role: str) -> int:
+    pair = json.dumps([r & ~1, r | 1]) if (r | 1) < ranks else json.dumps([r])
+    text = _DOCS[role].replace(_RANK, str(r)).replace(json.dumps(_PAIR), json.dumps(pair))
+    (out / f"rank{r}.trace.json").write_text(text)
+    return len(text)
+
+
+def write_job(out: Path, ranks: int, mb: float, straggler: int, slow_pair: int, processes: int = 1) -> dict:
+    """Write the job; `processes` > 1 writes the ranks from that many forked processes (10 GB at disk speed)."""
     out.mkdir(parents=True, exist_ok=True)
     layers = layers_for(mb, ranks)
-    docs = {role: template(ranks, layers, role) for role in ("rank", "straggler", "slow-link")}
+    roles = ("rank", "straggler", "slow-link")
     slow = {slow_pair, slow_pair ^ 1}
-    total = 0
-    for r in range(ranks):
-        role = "straggler" if r == straggler else "slow-link" if r in slow else "rank"
-        pair = json.dumps([r & ~1, r | 1]) if (r | 1) < ranks else json.dumps([r])
-        text = docs[role].replace(_RANK, str(r)).replace(json.dumps(_PAIR), json.dumps(pair))
-        (out / f"rank{r}.trace.json").write_text(text)
-        total += len(text)
+    work = [(out, r, ranks, "straggler" if r == straggler else "slow-link" if r in slow else "rank")
+            for r in range(ranks)]
+    _DOCS.clear()
+    if processes > 1:
+        import multiprocessing
+
+        fork = multiprocessing.get_context("fork")
+        with fork.Pool(len(roles)) as pool:
+            _DOCS.update(zip(roles, pool.starmap(template, [(ranks, layers, role) for role in roles])))
+        with fork.Pool(processes) as pool:
+            total = sum(pool.starmap(_write_rank, work, chunksize=max(1, ranks // (4 * processes))))
+    else:
+        _DOCS.update({role: template(ranks, layers, role) for role in roles})
+        total = sum(_write_rank(*w) for w in work)
     return {"ranks": ranks, "bytes": total, "layers_per_step": layers, "straggler": straggler,
             "slow_pair": sorted(slow)}
 
@@ -86,12 +104,13 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=4.0)
     ap.add_argument("--straggler", type=int, default=None, help="default: the last rank")
     ap.add_argument("--slow-pair", type=int, default=2, help="a rank of the slow pair (default 2: ranks 2 and 3)")
+    ap.add_argument("--processes", type=int, default=1, help="write the ranks from this many processes")
     a = ap.parse_args()
     if a.out.exists() and any(a.out.iterdir()):
         print(f"{a.out} is not empty", file=sys.stderr)
         return 2
     print(json.dumps(write_job(a.out, a.ranks, a.mb, a.ranks - 1 if a.straggler is None else a.straggler,
-                               a.slow_pair)))
+                               a.slow_pair, a.processes)))
     return 0
 
 

@@ -118,6 +118,11 @@ def test_out_of_memory_leads_to_the_memory_level(tmp_path):
     assert d["headline"]["level"] == 3 and d["headline"]["scope"] == "memory"
     assert l3["evidence"]["held_at_peak"][0]["function"] == "oom.py:<module>"
     assert "oom.py:<module> holds" in l3["top_line"] and (tmp_path / "inv" / "memory.json.gz").exists()
+    # the history came from level 1's run (no run of its own), the stacks of the recorded steps left out
+    record = json.loads((tmp_path / "inv" / "investigation.json").read_text())
+    assert record["levels"]["3"]["from_level1"] and record["levels"]["1"]["history"]["kept"]
+    assert record["levels"]["1"]["history"]["stacks_left_out_while_profiling"]
+    assert not (tmp_path / "inv" / "memory.log").exists()
 
 
 def test_the_skip_lands_on_the_chosen_step_when_each_step_launches_a_different_grid(tmp_path):
@@ -131,6 +136,9 @@ def test_the_skip_lands_on_the_chosen_step_when_each_step_launches_a_different_g
     kernels = json.loads(proc.stdout)["levels"][1]["kernels"]
     print(json.dumps([{k: e[k] for k in ("function", "plan", "profiled")} for e in kernels], indent=1))
     assert len(kernels) == 2
+    # both in one run of the program under ncu, each read at its position in the window
+    runs = json.loads((tmp_path / "inv" / "investigation.json").read_text())["levels"]["2"]["passes"]
+    assert len(runs) == 1 and all(k["profiled"]["position"] is not None for k in kernels)
     for k in kernels:  # the launch of the op call with the most to save: one step's, after the warm-up steps
         p = k["plan"]
         assert p["exact"] and p["steps_before"] == 3 and 3 <= p["step"] <= 12 and p["per_step"] == 1

@@ -84,19 +84,23 @@ def fake_ncu(tmp_path, monkeypatch):
     return calls
 
 
+def recorded_meta(out: Path) -> dict:
+    """What level 1's profiled process reports when it 'writes' TRACE into `out`: memory near capacity."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TRACE, out / "trace.json.gz")
+    return {"trace": str(out / "trace.json.gz"), "steps_by": "top-level nn.Module calls", "recorded_steps": 5,
+            "memory": {"device": "NVIDIA H100 80GB HBM3", "total_mb": 81089.0, "peak_reserved_mb": 76000.0,
+                       "peak_allocated_mb": 70000.0, "reserved_mb": 70000.0, "num_ooms": 0,
+                       "num_alloc_retries": 0, "private_pools": 0}}
+
+
 @pytest.fixture
 def recorded_level1(monkeypatch):
     """Level 1 without a GPU: the profiled run 'writes' TRACE, and its process reports memory near capacity."""
     from perflab.toolkit import memory_record, profile
 
     def fake_profile(cmd, *, out, run=None, **kwargs):
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(TRACE, out / "trace.json.gz")
-        meta = {"trace": str(out / "trace.json.gz"), "steps_by": "top-level nn.Module calls", "recorded_steps": 5,
-                "memory": {"device": "NVIDIA H100 80GB HBM3", "total_mb": 81089.0, "peak_reserved_mb": 76000.0,
-                           "peak_allocated_mb": 70000.0, "reserved_mb": 70000.0, "num_ooms": 0,
-                           "num_alloc_retries": 0, "private_pools": 0}}
-        return profile.ProfiledRun(0, [out / "trace.json.gz"], [meta])
+        return profile.ProfiledRun(0, [out / "trace.json.gz"], [recorded_meta(out)])
 
     def fake_record(cmd, *, out, target, max_entries, run=None, force=False):
         shutil.copy(SNAPSHOT, out)
@@ -113,12 +117,14 @@ def script(tmp_path: Path, body: str = "print('hello')\n") -> str:
 
 
 def test_walk_profiles_the_chosen_launch_and_reads_every_level(tmp_path, fake_ncu, recorded_level1):
+    """The run-per-kernel way (kept for side-by-side timing; test_investigate_one_pass.py has the one-run way)."""
     from perflab.toolkit.investigate import Options, investigate
 
     app = script(tmp_path)
-    inv = investigate(["python", app], tmp_path / "inv", Options(kernels=2))
+    inv = investigate(["python", app], tmp_path / "inv", Options(kernels=2, ncu_runs="per-kernel", section_set="full"))
     calls = [c for c in fake_ncu() if "-o" in c]
     assert len(calls) == 2  # two kernels chosen, one ncu run each
+    assert calls[0][calls[0].index("--set") + 1] == "full"
     first = calls[0]
     assert first[first.index("--clock-control") + 1] == "none" and first[first.index("--kill") + 1] == "yes"
     assert first[first.index("--kernel-name") + 1] == "regex:^elementwise_kernel$"

@@ -61,11 +61,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_a_rank_whose_every_worker_died_is_unreadable_not_fatal():
     from distributed import KilledWorker
 
-    class Died:
-        def result(self):
-            raise KilledWorker("rank_summary-1", None, 3)
+    class Died:   # a finished future whose task failed
+        status = "error"
 
-    entry = engine._result(Died(), "/jobs/rank7.json")["file"]
+    entry = engine._outcome(Died(), KilledWorker("rank_summary-1", None, 3), "/jobs/rank7.json")["file"]
     assert entry["status"] == "unreadable" and "died" in entry["reason"] and entry["path"] == "/jobs/rank7.json"
 
 

@@ -10,7 +10,8 @@ from perflab.cli.toolkit import CMD, PASSTHROUGH
 
 HELP = (
     "Walk your program top-down in one command: the timeline (torch.profiler and the doctor), then the kernels that "
-    "would save the most at their speed of light (each under Nsight Compute, the launch chosen from the timeline), "
+    "would save the most at their speed of light (all in one run under Nsight Compute, each launch chosen from the "
+    "timeline, the metrics the kernel doctor reads), "
     "then memory when the timeline says it is the issue (the allocator's history). One report, each level with its "
     "finding, estimated gain, evidence and the commands that reproduce it by hand.\n\n"
     "Each run gets a new folder under ./perflab-work/investigate/; `perflab doctor FOLDER` prints its report again."
@@ -43,6 +44,10 @@ def investigate(
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON (perflab.investigation/1)"),
     html: Optional[Path] = typer.Option(None, "--html", help="also write the report as a self-contained HTML file"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing --html file, or an earlier run in --out"),
+    # the earlier way, kept for side-by-side timing (benchmarks/investigate_one_pass.py): a run per kernel, --set full
+    ncu_runs: str = typer.Option("one", "--ncu-runs", hidden=True),
+    ncu_set: str = typer.Option("doctor", "--ncu-set", hidden=True),
+    memory_run: str = typer.Option("level1", "--memory-run", hidden=True),
 ) -> None:
     """Walk a program top-down (help: HELP)."""
     from perflab.errors import PerflabError
@@ -55,7 +60,8 @@ def investigate(
     if html is not None:
         check_output(html, force=force, inputs=inputs)  # before the runs
     opts = Options(steps=steps, warmup=warmup, kernels=kernels, min_gain_pct=min_gain, memory=memory,
-                   ncu_timeout_s=ncu_timeout, timeout_s=timeout, marker=marker, target=target, slice_s=slice_s)
+                   ncu_timeout_s=ncu_timeout, timeout_s=timeout, marker=marker, target=target, slice_s=slice_s,
+                   ncu_runs=ncu_runs, section_set=ncu_set, memory_run=memory_run)
     if out is not None:
         check_folder(out, force=force, holds=HOLDS)
     walk = Walk(cmd, out or Path("."), opts)  # checks the options and finds the target before anything runs

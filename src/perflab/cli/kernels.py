@@ -33,7 +33,8 @@ def _print_report(report, as_json: bool) -> None:
 def ncu(
     program: Optional[List[str]] = typer.Argument(None, help="the program to profile, after `--`"),
     kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="regex of the kernel names to profile"),
-    section_set: str = typer.Option("full", "--set", help="ncu section set (full, detailed, basic, roofline)"),
+    section_set: str = typer.Option("full", "--set", help="ncu section set (full, detailed, basic, roofline), or "
+                                                           "doctor: only what the kernel doctor reads (fewer replays)"),
     launch_count: int = typer.Option(3, "--launch-count", "-c", help="kernel launches to profile"),
     launch_skip: int = typer.Option(0, "--launch-skip", "-s", help="matching launches to skip first"),
     out: Path = typer.Option(Path("perflab-ncu"), "--out", "-o", help="folder for the .ncu-rep and .csv"),

@@ -174,6 +174,10 @@ def _memory(ev: Evidence, rec: dict, program: list[str] | None, folder: Path, op
         return _level(3, status, took_s=number(r.get("took_s")), reasons=reasons, top_line=why, why=why,
                       finding=None, commands=commands, notes=[], log=text(r.get("log")) or None, trigger=stats)
     entry = memory_entry(ev.snapshots, stats, reasons)
+    if r.get("from_level1") is True:
+        entry["notes"].append("the allocator's history was recorded in level 1's run: allocations made while the "
+                              "timeline was recorded carry no stack (\"(no stack recorded)\"); `perflab memory record` "
+                              "below records them all with their stacks")
     commands["read"] = f"perflab doctor {shlex.quote(str(folder / entry['file']))}"
     status = "failed" if entry.get("error") else "done"
     if not reasons:

@@ -91,7 +91,7 @@ def scan(folder: str | Path) -> Evidence:
         if kind == sniff.KINETO:
             ev.traces.append(f)
         elif kind in (sniff.NCU, sniff.NCU_CSV):
-            stem = _STEM.sub("", f.name)
+            stem = report_stem(f.name)
             if stem not in reports or kind == sniff.NCU:  # the report itself over its CSV export
                 reports[stem] = f
         elif kind == sniff.MEMORY:
@@ -100,6 +100,11 @@ def scan(folder: str | Path) -> Evidence:
             ev.other.append((f.name, f"not evidence perflab reads here ({kind})"))
     ev.ncu = [reports[k] for k in sorted(reports)]
     return ev
+
+
+def report_stem(name: str) -> str:
+    """'ncu-1-k.ncu-rep', 'ncu-1-k.csv', 'ncu-1-k.ncu-rep.gz' -> 'ncu-1-k' (a report and its CSV export are one)."""
+    return _STEM.sub("", name)
 
 
 def is_investigation(folder: str | Path) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from perflab.analysis.work.kernel_targets import KernelTarget
 from perflab.analysis.ncu.ncu_plan import LaunchPlan, function_name, template_key
-from perflab.doctor.investigation_files import by_hand, number, text
+from perflab.doctor.investigation_files import by_hand, number, report_stem, text
 from perflab.doctor.investigation_system import Level1, finding_dict
 from perflab.errors import PerflabError
 
@@ -41,15 +41,24 @@ def _matching(profile: Any, plan: LaunchPlan, kernel: str) -> list[Any]:
     return same or hits
 
 
+def _nearest(candidates: list[Any], launches: list[Any], position: float | None) -> Any:
+    """Of the candidate launches, the one at `position` in the report (launch order), else the nearest to it; the
+    first without a position."""
+    if position is None:
+        return candidates[0]
+    where = {id(k): i for i, k in enumerate(launches)}
+    return min(candidates, key=lambda k: (abs(where[id(k)] - position), where[id(k)]))
+
+
 def _assign(targets: list[KernelTarget], plans: dict[int, LaunchPlan], reports: Reports,
             recorded: dict[str, dict]) -> dict[int, Path]:
     """Which report belongs to which target: the one the record names, else the first whose kernels match the
     plan (function, grid, block), else the first of that function name."""
-    by_name = {p.name: p for p in reports.paths}
+    by_name = {report_stem(p.name): p for p in reports.paths}   # a report and its CSV export are one report
     out: dict[int, Path] = {}
     used: set[Path] = set()
     for i, t in enumerate(targets):
-        named = by_name.get(text(recorded.get(t.kernel, {}).get("report")))
+        named = by_name.get(report_stem(text(recorded.get(t.kernel, {}).get("report"))))
         if named is not None:
             out[i] = named
             used.add(named)
@@ -91,7 +100,7 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
             "launches_per_step": round(t.launches_per_step, 2), "step_us": round(l1.step_us, 3), "ops": t.ops,
             "plan": plan.to_dict(),
             "chosen_launch": {"step": plan.step, "grid": plan.grid, "block": plan.block,
-                              "duration_us": round(float(trace.dur[t.row]), 3)},
+                              "duration_us": round(float(trace.dur[l1.launch_rows.get(t.row, t.row)]), 3)},
             "status": text(rec.get("status")) or ("done" if i in assigned else "not-run"),
             "error": text(rec.get("error")) or None, "took_s": number(rec.get("took_s")),
             "commands": {"record": plan.perflab_command(program, out=str(by_hand(folder)), name=f"ncu-{i + 1}")},
@@ -110,11 +119,19 @@ def kernel_entries(l1: Level1, reports: Reports, record_kernels: list[Any], prog
             continue
         hits = _matching(prof, plan, t.kernel)
         same_fn = [k for k in prof.kernels if function_name(k.full_name or k.name) == t.function]
-        picked = hits[:1] or same_fn or prof.kernels
+        position = number(rec.get("position"))   # one run for several kernels: where this one's launch should be
+        picked = [_nearest(hits or same_fn or prof.kernels, prof.kernels, position)]
         k = picked[0]
         e["profiled"] = {"launches": len(prof.kernels), "index": k.index, "matches_chosen": bool(hits),
                          "grid": _product(k.grid), "block": _product(k.block),
                          "duration_us": round(k.duration_s * 1e6, 3) if k.duration_s is not None else None}
+        if position is not None:
+            e["profiled"]["position"] = int(position)
+            at = prof.kernels[int(position)] if 0 <= position < len(prof.kernels) else None
+            if hits and at is not k:
+                e["profiled"]["note"] = (
+                    f"the launch at the window's position {int(position)} is not this kernel's: launches the trace "
+                    "does not hold moved ncu's count; the launch read is the nearest that matches the chosen one")
         if not hits:
             e["profiled"]["note"] = (
                 f"none of the {len(prof.kernels)} launch(es) ncu profiled has the chosen launch's grid {plan.grid} and "

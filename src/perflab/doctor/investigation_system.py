@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.analysis.work.kernel_targets import KernelTarget, choose, kernel_targets
+from perflab.analysis.ncu.ncu_pass import Pass, one_pass_plans
 from perflab.analysis.ncu.ncu_plan import MAX_LAUNCHES, LaunchPlan, launch_plan
 from perflab.doctor.finding import Report
 from perflab.errors import PerflabError
@@ -25,6 +26,8 @@ class Level1:
     chosen: list[KernelTarget] = field(default_factory=list)
     why: str = ""
     plans: dict[int, LaunchPlan] = field(default_factory=dict)     # chosen target's row -> its launch plan
+    passes: list[Pass] = field(default_factory=list)               # the ncu runs that profile them all
+    launch_rows: dict[int, int] = field(default_factory=dict)      # chosen target's row -> the launch profiled
     step_us: float = 0.0
     folder: dict[str, Any] | None = None
 
@@ -72,7 +75,11 @@ def read_level1(paths: list[Path], folder: Path | None = None, *, kernels: int =
     trace = out.traces[0]
     out.targets = kernel_targets(trace, ctx.windows, ctx.op_work, ctx.ceilings, steps=ctx.n_steps, step_us=out.step_us)
     out.chosen, out.why = choose(out.targets, kernels, min_gain_pct)
-    out.plans = {t.row: launch_plan(trace, t.row, max_launches=max_launches) for t in out.chosen}
+    # the launch profiled for each chosen kernel: one like the chosen one, placed so that one ncu run reaches them all
+    out.passes = one_pass_plans(trace, [t.row for t in out.chosen])
+    out.launch_rows = {m.target_row: m.row for p in out.passes for m in p.members}
+    out.plans = {t.row: launch_plan(trace, out.launch_rows.get(t.row, t.row), max_launches=max_launches)
+                 for t in out.chosen}
     return out
 
 

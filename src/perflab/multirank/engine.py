@@ -125,11 +125,20 @@ class Engine:
                                   pure=False, retries=RETRIES)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(files)
-        for n, fut in enumerate(as_completed(futures), 1):
-            out[index[fut.key]] = _result(fut, files[index[fut.key]], self._keep)
-            fut.release()
-            if progress:
-                progress(n, len(files))
+        # the summaries of the tasks finished since the last look, fetched in one gather: one after the other
+        # (fut.result() per rank) this thread waited a round trip per rank, 1.8 s of a 6.2 s map of 64 ranks on 2
+        # loaded cores (docs/multirank/benchmark.md), a serial step that grows with the workers' pace
+        n = 0
+        for batch in as_completed(futures).batches():
+            got = self.client.gather(batch, errors="skip")
+            ok = iter(got)
+            for fut in batch:
+                i = index[fut.key]
+                out[i] = _outcome(fut, next(ok) if fut.status != "error" else fut.exception(), files[i], self._keep)
+                fut.release()
+                n += 1
+                if progress:
+                    progress(n, len(files))
         return out
 
     def _keep(self, path: str, got: dict) -> dict:
@@ -147,17 +156,19 @@ class Engine:
         return fut.result()["report"]
 
 
-def _result(fut, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
-    """The future's summary; a rank whose every worker died reading it (out of memory?) is unreadable, not fatal."""
+def _outcome(fut, got, path: str, keep: Callable[[str, dict], dict] = lambda path, got: got["summary"]) -> dict:
+    """The summary a finished future brought (`got`: its result, or a failed task's exception); a rank whose every
+    worker died reading it (out of memory?) is unreadable, not fatal."""
     from distributed import KilledWorker
 
-    try:
-        return keep(path, fut.result())
-    except KilledWorker:
+    if fut.status != "error":
+        return keep(path, got)
+    if isinstance(got, KilledWorker):
         from perflab.multirank.tasks import unreadable
 
         return unreadable(path, RuntimeError("every worker that read it died (out of memory? give workers more "
                                              "memory, or fewer per machine)"))
+    raise got
 
 
 def _need_dask(address: str) -> None:

@@ -3,8 +3,9 @@
 1. the timeline: CMD under torch.profiler (steps found as `perflab profile` finds them, shapes recorded) and the
    doctor; the kernels that would save the most at their speed of light are chosen, with the ncu launch of each
    (analysis/ncu/ncu_plan.py: the kernel-name filter and the launch skip computed from the trace);
-2. the kernels: CMD once per chosen kernel under Nsight Compute (`--clock-control none`, that one launch, the
-   program stopped once it is profiled, a time limit), then the kernel doctor;
+2. the kernels: CMD once under Nsight Compute for all the chosen kernels (`--clock-control none`, one launch window
+   that holds a launch like each chosen one, what the kernel doctor reads rather than the whole `full` set, the
+   program stopped once they are profiled, a time limit; toolkit/investigate_kernels.py), then the kernel doctor;
 3. memory, when level 1 says memory is the issue (out of memory, reserved memory near the device's, allocator
    retries, CUDA graph pools): CMD with the allocator's history recorded, then the memory doctor.
 
@@ -16,19 +17,18 @@ the folder.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
-import re
-import subprocess
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from perflab.errors import PerflabError
+from perflab.process_group import run_bounded, tail
 
 RECORD_SCHEMA = "perflab.investigation-run/1"
-TAIL_CHARS = 2000
 Progress = Callable[[int, str], None]     # (level, what is happening now)
 
 
@@ -44,7 +44,9 @@ class Options:
     marker: str | None = None
     target: str | None = None
     slice_s: float = 0.1
-    section_set: str = "full"
+    section_set: str = "doctor"     # doctor: what the kernel doctor reads (toolkit/ncu_metrics.py); or an ncu set
+    ncu_runs: str = "one"           # one: every chosen kernel in one run of the program; per-kernel: a run each
+    memory_run: str = "level1"      # level1: the allocator's history from level 1's run; separate: a run of its own
     max_launches: int = 8
     max_entries: int = 100_000
 
@@ -53,30 +55,6 @@ def default_out() -> Path:
     from perflab.paths import workspace_dir
 
     return workspace_dir() / "investigate"
-
-
-def run_bounded(cmd: Sequence[str], env: dict[str, str], *, log: Path, timeout_s: float | None) -> tuple[int, bool]:
-    """Run `cmd` with its output in `log`; (exit status, timed out). The command gets its own process group, so
-    at the time limit (or Ctrl-C) it is stopped whole: SIGINT (a Python program then runs its exit handlers, which
-    save what was recorded), SIGTERM 10 s later, SIGKILL 5 s after that."""
-    from perflab.process_group import INTERRUPT_FIRST, run_group
-
-    with open(log, "ab") as fh:
-        try:
-            rc, timed_out = run_group(cmd, timeout=timeout_s, steps=INTERRUPT_FIRST, env=env, stdout=fh,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            raise PerflabError(f"cannot run {cmd[0]!r}: {exc.strerror or exc}") from None
-    return (128 - rc if rc < 0 else rc), timed_out
-
-
-def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - chars))
-            return fh.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 class Walk:
@@ -91,7 +69,15 @@ class Walk:
             raise PerflabError(f"--memory must be auto, always or never (got {opts.memory!r})")
         if opts.kernels < 0 or opts.steps < 1 or opts.warmup < 0:
             raise PerflabError("need --kernels >= 0, --steps >= 1 and --warmup >= 0")
+        from perflab.toolkit.investigate_kernels import RUNS
+
+        if opts.ncu_runs not in RUNS:
+            raise PerflabError(f"--ncu-runs must be one of {', '.join(RUNS)} (got {opts.ncu_runs!r})")
+        if opts.memory_run not in ("level1", "separate"):
+            raise PerflabError(f"--memory-run must be level1 or separate (got {opts.memory_run!r})")
         self.cmd, self.out, self.opts = list(cmd), Path(out), opts
+        self.history_dir: Path | None = None
+        self.level1_snapshot: Path | None = None
         self.target = find_target(self.cmd, opts.target)
         self.progress = progress or (lambda level, msg: None)
         self.record: dict[str, Any] = {
@@ -105,11 +91,15 @@ class Walk:
 
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        l1 = self.level1()
-        self._save()
-        self.level2(l1)
-        self._save()
-        self.level3()
+        self.history_dir = Path(tempfile.mkdtemp(prefix="perflab-memory-"))   # level 1's allocator history, if kept
+        try:
+            l1 = self.level1()
+            self._save()
+            self.level2(l1)
+            self._save()
+            self.level3()
+        finally:
+            shutil.rmtree(self.history_dir, ignore_errors=True)
         self.record["wall_s"] = round(time.perf_counter() - t0, 2)
         self._save()
         return build(self.out, level1=l1)
@@ -139,10 +129,22 @@ class Walk:
         self.progress(1, f"profiling {self._shown()} under torch.profiler ({o.warmup} warm-up + {o.steps} steps)")
         t = time.perf_counter()
         state: dict = {}
+        history = None
+        if o.memory != "never" and o.memory_run == "level1":   # level 3's history in this run: no run of its own
+            history = {"snapshot_dir": str(self.history_dir), "max_entries": o.max_entries,
+                       "keep": "always" if o.memory == "always" else "when-needed"}
         run = profile_command(self.cmd, out=self.out, steps=o.steps, warmup=o.warmup, marker=o.marker,
-                              target=self.target, slice_s=o.slice_s,
+                              target=self.target, slice_s=o.slice_s, memory_history=history,
                               run=self._runner(self.out / "level1.log", o.timeout_s, state))
+        rec["program_s"] = round(time.perf_counter() - t, 2)   # the program's run alone (the doctor's reading after)
         first = next((p for p in run.processes if p.get("trace")), run.processes[0] if run.processes else {})
+        self.level1_snapshot = next((Path(p["history"]["snapshot"]) for p in run.processes
+                                     if (p.get("history") or {}).get("snapshot")), None)
+        if history is not None:
+            h = first.get("history") or {}
+            rec["history"] = {"recording": bool(h.get("recording")), "kept": self.level1_snapshot is not None,
+                              "error": h.get("error"),
+                              "stacks_left_out_while_profiling": bool(h.get("stacks_left_out_while_profiling"))}
         rec.update(returncode=run.returncode, steps_by=first.get("steps_by"),
                    recorded_steps=first.get("recorded_steps"), memory=first.get("memory"),
                    compile=first.get("compile"),
@@ -165,14 +167,18 @@ class Walk:
         if l1.error and run.traces:
             rec["doctor_error"] = l1.error
         rec["took_s"] = round(time.perf_counter() - t, 2)
+        self.progress(1, f"{rec['status']} in {rec['took_s']:.0f} s (the program ran {rec['program_s']:.0f} s of it)")
         return l1
 
     # ---- level 2 ------------------------------------------------------------------------------------------
 
     def level2(self, l1: Any) -> None:
-        from perflab.toolkit.ncu_runner import EXTRA_METRICS, available_metrics, filter_metrics, find_ncu
+        from perflab.toolkit.investigate_kernels import KernelLevel, expected_level2_s, passes_line
+        from perflab.toolkit.ncu_metrics import DOCTOR_SET, EXTRA_METRICS, doctor_metrics
+        from perflab.toolkit.ncu_runner import available_metrics, filter_metrics, find_ncu
 
-        rec: dict[str, Any] = {"why": l1.why, "kernels": []}
+        rec: dict[str, Any] = {"why": l1.why, "kernels": [], "runs": self.opts.ncu_runs,
+                               "section_set": self.opts.section_set}
         self.record["levels"]["2"] = rec
         t = time.perf_counter()
         if not l1.chosen:
@@ -186,50 +192,19 @@ class Walk:
             self.progress(2, f"skipped: {exc}")
             return
         rec["ncu"] = str(ncu)
+        program_s = float(self.record["levels"]["1"].get("program_s") or 0.0)
+        runs, launches = passes_line(l1, self.opts.ncu_runs)
+        rec["expected_s"] = round(expected_level2_s(l1, program_s, self.opts.ncu_runs, self.opts.section_set), 1)
+        self.progress(2, f"{len(l1.chosen)} kernel(s) in {runs} run(s) of the program under Nsight Compute, "
+                         f"{launches} launch(es) replayed ({self.opts.section_set} set): "
+                         f"expected ~{rec['expected_s']:.0f} s")
         self.progress(2, "asking ncu which metrics it offers")
-        metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu))
-        for i, k in enumerate(l1.chosen, 1):
-            plan = l1.plans[k.row]
-            self.progress(2, f"kernel {i}/{len(l1.chosen)}: {k.function} (skip {plan.skip}, count {plan.count}) "
-                             f"under Nsight Compute")
-            rec["kernels"].append(self._ncu_one(ncu, i, k, plan, metrics))
-            self._save()
+        wanted = doctor_metrics() if self.opts.section_set == DOCTOR_SET else EXTRA_METRICS
+        metrics = filter_metrics(wanted, available_metrics(ncu))
+        KernelLevel(self, rec, ncu, metrics, self._save).run(l1)
         ok = sum(1 for k in rec["kernels"] if k["status"] == "done")
         rec["status"] = "done" if ok == len(rec["kernels"]) else "partial" if ok else "failed"
         rec["took_s"] = round(time.perf_counter() - t, 2)
-
-    def _ncu_one(self, ncu: Path, i: int, k: Any, plan: Any, metrics: list[str]) -> dict[str, Any]:
-        from perflab.toolkit.ncu_runner import build_command, export_csv
-
-        name = f"ncu-{i}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', k.function)[:60]}"
-        base, log = self.out / name, self.out / f"{name}.log"
-        entry: dict[str, Any] = {"kernel": k.kernel, "function": k.function, "row": k.row, "report": None,
-                                 "log": log.name, "plan": plan.to_dict()}
-        t = time.perf_counter()
-        status, error = "done", None
-        for extra in (metrics, None):  # an extra metric this ncu rejects must not cost the profile
-            cmd = build_command(ncu, base, self.cmd, kernel=plan.regex, section_set=self.opts.section_set,
-                                launch_count=plan.count, launch_skip=plan.skip, metrics=extra, kill=True)
-            entry["command"] = cmd
-            rc, timed_out = run_bounded(cmd, dict(os.environ), log=log, timeout_s=self.opts.ncu_timeout_s)
-            if timed_out:
-                status, error = "timed-out", (f"ncu ran past the time limit ({self.opts.ncu_timeout_s:g} s) and was "
-                                              "stopped: raise --ncu-timeout, or profile fewer launches")
-                break
-            if base.with_suffix(".ncu-rep").exists() or not extra:
-                break
-        report = base.with_suffix(".ncu-rep")
-        if status == "done" and not report.exists():
-            lines = [ln for ln in tail(log).splitlines() if "==ERROR==" in ln or "==WARNING==" in ln]
-            status, error = "failed", f"ncu wrote no report (exit {rc}): " + (lines[-1] if lines else "see " + log.name)
-        if report.exists():
-            entry["report"] = report.name
-            try:
-                export_csv(ncu, report, base.with_suffix(".csv"))
-            except PerflabError as exc:
-                entry["csv_error"] = str(exc)
-        entry.update(status=status, error=error, took_s=round(time.perf_counter() - t, 2))
-        return entry
 
     # ---- level 3 ------------------------------------------------------------------------------------------
 
@@ -247,8 +222,15 @@ class Walk:
             return
         if self.opts.memory == "always" and not reasons:
             rec["reasons"] = ["asked for (--memory always)"]
-        self.progress(3, f"recording the allocator's history of {self._shown()}: " + "; ".join(rec["reasons"]))
         t = time.perf_counter()
+        if self.level1_snapshot is not None and self.level1_snapshot.exists():
+            self.progress(3, "the allocator's history recorded in level 1's run: reading it (" +
+                          "; ".join(rec["reasons"]) + ")")
+            self._level1_history(rec, t)
+            return
+        program_s = float(self.record["levels"]["1"].get("program_s") or 0.0)
+        self.progress(3, f"recording the allocator's history of {self._shown()} (expected ~{program_s:.0f} s, a run "
+                         "of the program): " + "; ".join(rec["reasons"]))
         state: dict = {}
         log = self.out / "memory.log"
         try:
@@ -265,6 +247,18 @@ class Walk:
             rec["status"] = "done"
             if state.get("timed_out"):
                 rec["error"] = "the program ran past the time limit; the snapshot holds the history up to then"
+
+    def _level1_history(self, rec: dict[str, Any], t: float) -> None:
+        from perflab.trace.snapshot import convert
+
+        try:
+            snapshot = convert(self.level1_snapshot, self.out / "memory.json.gz", force=True)
+        except PerflabError as exc:
+            rec.update(status="failed", error=str(exc), took_s=round(time.perf_counter() - t, 2), from_level1=True)
+            return
+        rec.update(status="done", snapshot=snapshot.name, from_level1=True, took_s=round(time.perf_counter() - t, 2))
+        if self.record["levels"]["1"].get("status") == "timed-out":
+            rec["error"] = "the program ran past the time limit; the snapshot holds the history up to then"
 
     def _shown(self) -> str:
         return " ".join(self.cmd)[:80]

@@ -2,11 +2,9 @@
 profiled process reports.
 
 It reaches the script the way `perflab profile` does (perflab.toolkit.profile: a sitecustomize on PYTHONPATH,
-settings in $PERFLAB_PROFILE, here with mode "memory"). In the target process, once torch is imported, the
-history (`torch.cuda.memory._record_memory_history`, Python stacks) is switched on when CUDA initializes
-(`torch.cuda._lazy_call`: no CUDA context is made for a program that makes none); at exit, also after an
-exception such as an out-of-memory error, the snapshot is dumped (`torch.cuda.memory._dump_snapshot`). perflab
-then converts the pickle to JSON through the restricted reader (trace.snapshot.convert) and deletes it.
+settings in $PERFLAB_PROFILE, here with mode "memory"). In the target process the history is recorded from CUDA's
+start and dumped at exit, also after an exception such as an out-of-memory error (toolkit/memory_history.py).
+perflab then converts the pickle to JSON through the restricted reader (trace.snapshot.convert) and deletes it.
 """
 from __future__ import annotations
 
@@ -21,32 +19,19 @@ from typing import Any, Sequence
 
 from perflab.errors import PerflabError
 from perflab.toolkit.allocator_stats import memory_stats
-
-MAX_ENTRIES = 100_000   # the history is a ring buffer: the last events are kept
+from perflab.toolkit.memory_history import MAX_ENTRIES
 
 
 def bootstrap(config: dict[str, Any]) -> None:
     """In the target process: record the allocator's history from CUDA's start, dump it at exit."""
+    from perflab.toolkit.memory_history import History
     from perflab.toolkit.steps import report_meta, when_torch_imported
 
-    state: dict[str, Any] = {"recording": False, "error": None}
+    history = History({**config, "keep": "always"})
     done = threading.Event()
-    snapshot = Path(config["snapshot_dir"]) / f"snapshot-{os.getpid()}.pickle"
 
     def on_torch(torch: Any) -> None:
-        def record() -> None:
-            try:
-                torch.cuda.memory._record_memory_history(max_entries=int(config.get("max_entries", MAX_ENTRIES)),
-                                                         stacks="python")
-                state["recording"] = True
-            except Exception as exc:
-                state["error"] = f"{type(exc).__name__}: {exc}"
-
-        try:
-            if torch.cuda.is_available():
-                torch.cuda._lazy_call(record)
-        except Exception as exc:
-            state["error"] = f"{type(exc).__name__}: {exc}"
+        history.start(torch)
         atexit.register(finish)  # after torch's own handlers: runs before them, while CUDA still works
 
     def finish() -> None:
@@ -54,16 +39,11 @@ def bootstrap(config: dict[str, Any]) -> None:
             return
         done.set()
         torch = sys.modules.get("torch")
+        stats = memory_stats(torch)
+        kept = history.finish(stats)
         meta = {"pid": os.getpid(), "rank": os.environ.get("RANK", os.environ.get("LOCAL_RANK")),
-                "torch": torch is not None, "recording": state["recording"], "snapshot": None,
-                "error": state["error"], "memory": memory_stats(torch)}
-        if state["recording"]:
-            try:
-                torch.cuda.memory._dump_snapshot(str(snapshot))
-                torch.cuda.memory._record_memory_history(enabled=None)
-                meta["snapshot"] = str(snapshot)
-            except Exception as exc:
-                meta["error"] = f"{type(exc).__name__}: {exc}"
+                "torch": torch is not None, "recording": kept["recording"], "snapshot": kept["snapshot"],
+                "error": kept["error"], "memory": stats}
         report_meta(config, meta)
 
     atexit.register(finish)

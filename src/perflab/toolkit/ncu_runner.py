@@ -3,6 +3,7 @@
 Defaults: `--clock-control none` always (the card's clocks are never touched), `--set full`, a few
 launches of the chosen kernels, NVTX capture (the doctor reads GEMM shapes from NVTX ranges), plus
 the extra metrics the doctor's rules and the roofline need, filtered against what this ncu offers.
+The set "doctor" collects only what the kernel doctor reads (toolkit/ncu_metrics.py): fewer replays.
 """
 from __future__ import annotations
 
@@ -13,50 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.errors import PerflabError
+from perflab.toolkit.ncu_metrics import DOCTOR_SECTIONS, DOCTOR_SET, EXTRA_METRICS, doctor_metrics
 from perflab.trace.nsight_compute.ncu_tool import export_csv, find_ncu, last_line
 
-# Metrics beyond `--set full` that the rules and the roofline read (each rule says why it reads what).
-EXTRA_METRICS = (
-    "gpu__time_duration.sum",
-    "dram__bytes_read.sum", "dram__bytes_write.sum",
-    "lts__t_bytes.sum", "l1tex__t_bytes.sum",
-    "lts__t_sector_hit_rate.pct", "lts__t_sector_op_read_hit_rate.pct",
-    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum", "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__sass_thread_inst_executed_op_hadd_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_hmul_pred_on.sum", "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_dadd_pred_on.sum", "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
-    "sm__inst_executed_pipe_tensor.sum",
-    "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
-    "sm__ops_path_tensor_src_fp16_dst_fp32.sum", "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
-    "sm__ops_path_tensor_src_fp8.sum", "sm__ops_path_tensor_src_fp8_dst_fp16.sum",
-    "sm__ops_path_tensor_src_fp8_dst_fp32.sum", "sm__ops_path_tensor_src_fp64.sum",
-    "sm__ops_path_tensor_src_int8.sum",
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum",
-    "smsp__sass_inst_executed_op_local_ld.sum", "smsp__sass_inst_executed_op_local_st.sum",
-    "smsp__sass_inst_executed_op_global_ld.sum", "smsp__sass_inst_executed_op_global_st.sum",
-    "smsp__sass_inst_executed_op_global_atom.sum", "smsp__sass_inst_executed_op_global_red.sum",
-    "smsp__inst_executed.sum",
-    "smsp__thread_inst_executed_per_inst_executed.ratio",
-    "smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct",
-    "smsp__warp_issue_stalled_membar_per_warp_active.pct",
-    "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct",
-    "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
-    "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
-    "lts__t_sectors_op_atom.sum", "lts__t_sectors_op_red.sum",
-    "sm__inst_executed_pipe_xu.sum",                           # the XU rule: MUFU share of the instructions
-    "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum",  # host-memory reads, L2 hits included
-)
 
 @dataclass
 class NcuRun:
@@ -119,8 +79,11 @@ def filter_metrics(metrics: tuple[str, ...], available: set[str] | None) -> list
 def build_command(ncu: Path, out_base: Path, program: list[str], *, kernel: str | None = None,
                   section_set: str = "full", launch_count: int = 3, launch_skip: int = 0,
                   metrics: list[str] | None = None, nvtx: bool = True, kill: bool = False) -> list[str]:
-    """The ncu command line; `kill`: stop the program once the launches are profiled (`--kill yes`)."""
-    cmd = [str(ncu), "--clock-control", "none", "--set", section_set, "--target-processes", "all",
+    """The ncu command line; `kill`: stop the program once the launches are profiled (`--kill yes`);
+    section_set "doctor": the sections the kernel doctor reads (with its metrics in `metrics`), else an ncu set."""
+    sets = ([a for s in DOCTOR_SECTIONS for a in ("--section", s)] if section_set == DOCTOR_SET
+            else ["--set", section_set])
+    cmd = [str(ncu), "--clock-control", "none", *sets, "--target-processes", "all",
            "--launch-count", str(launch_count), "-f", "-o", str(out_base)]
     if kill:
         cmd += ["--kill", "yes"]
@@ -150,7 +113,8 @@ def profile(program: list[str], *, out_dir: Path, name: str | None = None, kerne
         check_output(path, force=force, inputs=[a for a in program if Path(a).is_file()])
     ncu = find_ncu()
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = filter_metrics(EXTRA_METRICS, available_metrics(ncu)) if extra_metrics else []
+    wanted = doctor_metrics() if section_set == DOCTOR_SET else EXTRA_METRICS
+    metrics = filter_metrics(wanted, available_metrics(ncu)) if extra_metrics else []
     cmd = build_command(ncu, out_base, program, kernel=kernel, section_set=section_set,
                         launch_count=launch_count, launch_skip=launch_skip, metrics=metrics, kill=kill)
     report = out_base.with_suffix(".ncu-rep")

@@ -325,15 +325,19 @@ def run_booted(cmd: Sequence[str], config: dict[str, Any], run: Runner | None = 
 
 def profile_command(cmd: Sequence[str], *, out: Path, steps: int = 10, warmup: int = 3, stack: bool = False,
                     memory: bool = False, marker: str | None = None, target: dict[str, str],
-                    slice_s: float = 0.1, run: Runner | None = None) -> ProfiledRun:
+                    slice_s: float = 0.1, run: Runner | None = None,
+                    memory_history: dict[str, Any] | None = None) -> ProfiledRun:
     """Run `cmd` with its target process(es) profiling themselves; see the module docstring. `run` runs the
-    command (default: wait for it, Ctrl-C going to it)."""
+    command (default: wait for it, Ctrl-C going to it). `memory_history` ({snapshot_dir, max_entries, keep}): also
+    record the allocator's history in the same run (toolkit/memory_history.py)."""
     check_counts(steps, warmup)  # here: in the profiled process an error could only be reported
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clear_traces(out)
     config = {"out": str(out), "steps": steps, "warmup": warmup, "stack": stack, "memory": memory,
               "marker": marker, "slice_s": slice_s, "program": list(cmd), **target}
+    if memory_history:
+        config["memory_history"] = memory_history
     returncode, processes = run_booted(cmd, config, run)
     processes.sort(key=lambda p: int(p["rank"]) if str(p.get("rank")).isdigit() else -1)
     traces = dict.fromkeys(Path(p["trace"]) for p in processes if p.get("trace"))  # ordered, no repeats

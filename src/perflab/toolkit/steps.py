@@ -188,6 +188,11 @@ def bootstrap(config: dict[str, Any]) -> None:
     finished = threading.Event()
     detectors: list[StepDetector] = []
     uninstallers: list[Callable[[], None]] = []
+    history = None
+    if config.get("memory_history"):  # investigate's level 1: the allocator's history in the same run
+        from perflab.toolkit.memory_history import History, QuietWhileRecording
+
+        history = History(config["memory_history"])
 
     def uninstall() -> None:
         while uninstallers:
@@ -197,14 +202,17 @@ def bootstrap(config: dict[str, Any]) -> None:
 
     def new_session() -> Session:
         # the detector lets warmup - 1 steady steps pass; the profiler's own warm-up step is the last one
-        return Session(trace_path(out), steps=config["steps"], warmup=min(config["warmup"], 1),
-                       stack=config.get("stack", False), memory=config.get("memory", False),
-                       program=config.get("program"), captures=recorders[0] if recorders else None)
+        session = Session(trace_path(out), steps=config["steps"], warmup=min(config["warmup"], 1),
+                          stack=config.get("stack", False), memory=config.get("memory", False),
+                          program=config.get("program"), captures=recorders[0] if recorders else None)
+        return QuietWhileRecording(session, history) if history is not None else session
 
     def on_torch(torch: Any) -> None:
         from perflab.toolkit.compile_watch import Hider, watch_compiles
         from perflab.toolkit.step_hooks import install_calls, install_marker, install_ticker
 
+        if history is not None:
+            history.start(torch)
         hider, watch = Hider(), CompileWatch()
         detector = StepDetector(new_session, marker=config.get("marker"), on_done=uninstall,
                                 warmup=config["warmup"], watch=watch)
@@ -247,6 +255,8 @@ def bootstrap(config: dict[str, Any]) -> None:
             "captures": ({"recorded": len(recorders[0].captures), "skipped": recorders[0].skipped,
                           "error": recorders[0].error} if recorders else None),
         }
+        if history is not None:
+            meta["history"] = history.finish(meta["memory"])
         report_meta(config, meta)
 
     atexit.register(finish)

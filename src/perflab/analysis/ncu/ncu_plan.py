@@ -141,7 +141,7 @@ class LaunchPlan:
         return {**asdict(self), "ambiguous": self.ambiguous}
 
 
-def _launch_times(trace: Trace, rows: np.ndarray) -> np.ndarray:
+def launch_times(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """When each kernel was launched (its runtime call): ncu counts launches in the order the host made them. In a
     trace that records launch calls, a kernel without one was launched before the recording began (the GPU runs
     behind the host: a warm-up step's kernel still running when the first recorded step starts): -inf, before every
@@ -158,19 +158,20 @@ def step_index(steps, t: np.ndarray) -> np.ndarray:
     return steps.launched_in(t)
 
 
-def function_rows(trace: Trace, fn: str) -> np.ndarray:
-    """Kernel rows whose function name is `fn`, in launch order."""
+def function_rows(trace: Trace, fn: str | set[str]) -> np.ndarray:
+    """Kernel rows whose function name is `fn` (or one of a set of names), in launch order."""
+    fns = {fn} if isinstance(fn, str) else set(fn)
     rows = np.flatnonzero(trace.kind == KERNEL)
-    ids = [int(i) for i in np.unique(trace.name[rows]) if function_name(trace.names[int(i)]) == fn]
+    ids = [int(i) for i in np.unique(trace.name[rows]) if function_name(trace.names[int(i)]) in fns]
     matches = rows[np.isin(trace.name[rows], ids)]
-    return matches[np.argsort(_launch_times(trace, matches), kind="stable")]
+    return matches[np.argsort(launch_times(trace, matches), kind="stable")]
 
 
 def steady_launch(trace: Trace, rows: np.ndarray) -> int:
     """Of the kernel rows given (launches of one kernel), the first one in the middle recorded step (the
     latest step with one before it), else the middle row: far from set-up, with the steps before it as margin."""
     rows = np.asarray(rows, dtype=np.int64)
-    when = _launch_times(trace, rows)
+    when = launch_times(trace, rows)
     if np.isfinite(when).any():  # a launch the trace holds: one launched before it cannot be counted to
         rows, when = rows[np.isfinite(when)], when[np.isfinite(when)]
     order = np.argsort(when, kind="stable")
@@ -185,14 +186,61 @@ def steady_launch(trace: Trace, rows: np.ndarray) -> int:
     return int(rows[len(rows) // 2])
 
 
+@dataclass
+class Counting:
+    """How ncu's count of launches matching a filter maps onto a trace: per launch (in launch order) its recorded
+    step, the launches per step, the steps the program ran before the trace."""
+    idx: np.ndarray               # per launch, the index of its recorded step (-1: outside every step)
+    counts: np.ndarray            # matching launches per recorded step
+    per_step: float
+    regular: bool                 # every recorded step makes the same number
+    steps_before: int
+    after: np.ndarray             # per launch: launched after the first recorded step began
+    numbers: np.ndarray           # the recorded steps' ProfilerStep numbers
+    notes: list[str]
+
+    def skip(self, position: int) -> int:
+        """--launch-skip that lands on the launch at `position` (launch order) of the matching launches."""
+        return int(round(self.steps_before * self.per_step)) + self.index_in_steps(position)
+
+    def index_in_steps(self, position: int) -> int:
+        return int(np.count_nonzero(self.after[:position]))
+
+    def step_of(self, position: int) -> int:
+        return int(self.numbers[self.idx[position]]) if self.idx.size and self.idx[position] >= 0 else -1
+
+
+def counting(trace: Trace, when: np.ndarray, what: str) -> Counting:
+    """The count structure of launches launched at `when` (sorted): `what` names them in the notes."""
+    steps = profiler_steps(trace)
+    if not len(steps):
+        return Counting(np.full(when.size, -1), np.zeros(0, int), float(when.size), False, 0,
+                        np.ones(when.size, dtype=bool), np.zeros(0, int),
+                        ["no steps in the trace: launches before it are not counted (ncu may land on an earlier "
+                         "launch)"])
+    idx = step_index(steps, when)
+    counts = np.bincount(idx[idx >= 0], minlength=len(steps)) if (idx >= 0).any() else np.zeros(len(steps), int)
+    per_step = float(counts.mean())
+    regular = bool((counts == counts[0]).all())
+    numbered = steps.found_by == "ProfilerStep ranges"
+    steps_before = int(steps.number[0]) if numbered else 0
+    notes = []
+    if not numbered:
+        notes.append("the steps were found, not numbered by the profiler: launches before them are not counted")
+    if steps_before and not regular:
+        notes.append(f"the recorded steps launch {counts.min()}-{counts.max()} kernels named {what} each: the "
+                     f"{steps_before} steps before them are estimated at {per_step:.1f} launches per step")
+    return Counting(idx, counts, per_step, regular, steps_before, when >= steps.start[0], steps.number, notes)
+
+
 def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> LaunchPlan:
     """The ncu filter, skip and count that land on the launch of kernel row `row` (see the module doc)."""
     kernel = trace.name_of(row)
     fn = function_name(kernel)
     grid, block = int(trace.grid[row]), int(trace.block[row])
     matches = function_rows(trace, fn)
-    when = _launch_times(trace, matches)
     chosen = int(np.flatnonzero(matches == row)[0])
+<<<<<<< HEAD
     notes: list[str] = []
     steps = profiler_steps(trace)
     step_no = -1
@@ -219,21 +267,25 @@ def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> 
         notes.append("no steps in the trace: launches before it are not counted (ncu may land on an earlier launch)")
     index_in_steps = int(np.count_nonzero(after[:chosen]))
     skip = int(round(steps_before * per_step)) + index_in_steps
+=======
+    c = counting(trace, launch_times(trace, matches), fn)
+    in_step = matches[c.idx == c.idx[chosen]] if c.idx[chosen] >= 0 else matches
+>>>>>>> one-pass-37
     key = template_key(kernel)
     names = {trace.names[int(i)] for i in np.unique(trace.name[matches])}
     others = sorted(n for n in names if template_key(n) != key)
     same = {int(n): template_key(trace.names[int(n)]) == key for n in np.unique(trace.name[in_step])}  # per name
     differ = [r for r in in_step.tolist() if not same[int(trace.name[r])]
               or int(trace.grid[r]) != grid or int(trace.block[r]) != block]
-    count = 1
+    count, notes = 1, list(c.notes)
     if differ:
-        period = int(counts.max()) if counts.size else int(matches.size)
+        period = int(c.counts.max()) if c.counts.size else int(matches.size)
         count = max(1, min(period, max_launches))
         notes.append(f"{len(differ)} launch(es) per step named {fn} differ from the chosen one (another "
                      "instantiation, grid or block): ncu profiles " f"{count} launches and the one that matches is read"
                      + ("" if period <= max_launches else
                         f" (a step launches {period}; if none matches, raise --launch-count to {period})"))
-    return LaunchPlan(kernel=kernel, function=fn, regex=f"^{re.escape(fn)}$", skip=skip, count=count, grid=grid,
-                      block=block, per_step=round(per_step, 3), steps_before=steps_before,
-                      index_in_steps=index_in_steps, step=step_no, exact=regular and steps_before >= 0,
-                      shares_function=others[:10], notes=notes)
+    return LaunchPlan(kernel=kernel, function=fn, regex=f"^{re.escape(fn)}$", skip=c.skip(chosen), count=count,
+                      grid=grid, block=block, per_step=round(c.per_step, 3), steps_before=c.steps_before,
+                      index_in_steps=c.index_in_steps(chosen), step=c.step_of(chosen),
+                      exact=c.regular and c.steps_before >= 0, shares_function=others[:10], notes=notes)
