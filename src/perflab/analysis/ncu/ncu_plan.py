@@ -222,7 +222,7 @@ def counting(trace: Trace, when: np.ndarray, what: str) -> Counting:
     counts = np.bincount(idx[idx >= 0], minlength=len(steps)) if (idx >= 0).any() else np.zeros(len(steps), int)
     per_step = float(counts.mean())
     regular = bool((counts == counts[0]).all())
-    numbered = steps.found_by == "ProfilerStep ranges"
+    numbered = steps.found_by.startswith("ProfilerStep ranges")
     steps_before = int(steps.number[0]) if numbered else 0
     notes = []
     if not numbered:
@@ -230,7 +230,7 @@ def counting(trace: Trace, when: np.ndarray, what: str) -> Counting:
     if steps_before and not regular:
         notes.append(f"the recorded steps launch {counts.min()}-{counts.max()} kernels named {what} each: the "
                      f"{steps_before} steps before them are estimated at {per_step:.1f} launches per step")
-    return Counting(idx, counts, per_step, regular, steps_before, when >= steps.start[0], steps.number, notes)
+    return Counting(idx, counts, per_step, regular, steps_before, when >= steps.launch_start[0], steps.number, notes)
 
 
 def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> LaunchPlan:
@@ -240,37 +240,8 @@ def launch_plan(trace: Trace, row: int, *, max_launches: int = MAX_LAUNCHES) -> 
     grid, block = int(trace.grid[row]), int(trace.block[row])
     matches = function_rows(trace, fn)
     chosen = int(np.flatnonzero(matches == row)[0])
-<<<<<<< HEAD
-    notes: list[str] = []
-    steps = profiler_steps(trace)
-    step_no = -1
-    if len(steps):
-        idx = step_index(steps, when)
-        counts = np.bincount(idx[idx >= 0], minlength=len(steps)) if (idx >= 0).any() else np.zeros(len(steps), int)
-        per_step = float(counts.mean())
-        regular = bool((counts == counts[0]).all())
-        numbered = steps.found_by.startswith("ProfilerStep ranges")
-        steps_before = int(steps.number[0]) if numbered else 0
-        after = when >= steps.launch_start[0]
-        step_no = int(steps.number[idx[chosen]]) if idx[chosen] >= 0 else -1
-        if not numbered:
-            notes.append("the steps were found, not numbered by the profiler: launches before them are not counted")
-        if steps_before and not regular:
-            notes.append(f"the recorded steps launch {counts.min()}-{counts.max()} kernels named {fn} each: the "
-                         f"{steps_before} steps before them are estimated at {per_step:.1f} launches per step")
-        in_step = matches[idx == idx[chosen]] if idx[chosen] >= 0 else matches
-    else:
-        per_step, steps_before, regular = float(matches.size), 0, False
-        after = np.ones(matches.size, dtype=bool)
-        counts = np.zeros(0, int)
-        in_step = matches
-        notes.append("no steps in the trace: launches before it are not counted (ncu may land on an earlier launch)")
-    index_in_steps = int(np.count_nonzero(after[:chosen]))
-    skip = int(round(steps_before * per_step)) + index_in_steps
-=======
     c = counting(trace, launch_times(trace, matches), fn)
     in_step = matches[c.idx == c.idx[chosen]] if c.idx[chosen] >= 0 else matches
->>>>>>> one-pass-37
     key = template_key(kernel)
     names = {trace.names[int(i)] for i in np.unique(trace.name[matches])}
     others = sorted(n for n in names if template_key(n) != key)
