@@ -4,7 +4,7 @@ GPU and feed the next step; nothing waits for them). Each step is annotated the 
 `execute_context_N(T)_generation_M(G)`.
 
 The model is a small Llama-like decoder in bf16 (RMSNorm, attention with a KV cache, SwiGLU), written in plain torch
-so it runs anywhere torch does. `--chunk N` prefills at most N prompt tokens per step (chunked prefill, the fix).
+so it runs anywhere torch does; on a GPU its decode forward is a CUDA graph, captured before the loop. `--chunk N` prefills at most N prompt tokens per step (chunked prefill, the fix).
 
     perflab profile --marker 'execute_context_.*' -- python examples/stacks/serving_loop.py
     perflab profile --marker 'execute_context_.*' -- python examples/stacks/serving_loop.py --chunk 512
@@ -59,6 +59,26 @@ class Decoder(torch.nn.Module):
         return self.head(F.rms_norm(x[:, -1], (x.shape[-1],)))
 
 
+def graphed(forward, dev: str):
+    """`forward` captured as a CUDA graph (after two warm-up calls on a side stream); on the CPU, itself."""
+    if dev != "cuda":
+        return forward
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            forward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = forward()
+
+    def replay():
+        graph.replay()
+        return out
+    return replay
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--steps", type=int, default=120)
@@ -75,12 +95,14 @@ def main() -> None:
     max_len = args.prompt + args.steps + 8
     model = Decoder(args.layers, args.dim, 16, 4, 4 * args.dim, 32000, max_len, args.decode + 1).to(dev, dtype).eval()
     slots = torch.arange(args.decode, device=dev)
-    at = 16                                            # the decoding requests' position (the same for all)
-    position = torch.full((args.decode,), at, device=dev)
+    # the decodes' inputs live in static buffers: the decode forward is captured once as a CUDA graph and replayed
+    # every step, as engines do (one launch per step: the host runs ahead); the prompts run eagerly
     tokens = torch.randint(0, 32000, (args.decode, 1), device=dev)
+    position = torch.full((args.decode,), 16, device=dev)
     prompt_slot = torch.tensor([args.decode], device=dev)
-    pending, done = 0, 0
     with torch.inference_mode():
+        decode = graphed(lambda: model(tokens, slots, position, max_len), dev)
+        pending, done = 0, 0
         for step in range(args.steps):
             if step % args.every == args.every // 2:
                 pending, done = args.prompt, 0
@@ -91,9 +113,9 @@ def main() -> None:
                     prompt = torch.randint(0, 32000, (1, take), device=dev)
                     model(prompt, prompt_slot, torch.tensor([done], device=dev), done + take)
                     pending, done = pending - take, done + take
-                logits = model(tokens, slots, position, at + 1)
-                tokens = logits.argmax(-1, keepdim=True)       # sampled on the GPU: the host does not wait
-                position, at = position + 1, at + 1
+                logits = decode()
+                tokens.copy_(logits.argmax(-1, keepdim=True))   # sampled on the GPU: the host does not wait
+                position.add_(1)
     if dev == "cuda":
         torch.cuda.synchronize()
 

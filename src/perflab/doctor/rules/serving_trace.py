@@ -22,6 +22,7 @@ from perflab.doctor.registry import rule, significant
 
 PADDED_MIN_PCT = 20.0
 NEAR_ROOF = 80.0          # % of an iteration's speed of light that counts as at its roof
+SPIKES = 2.5              # ITL p99 / p50 from which the tail is no healthy one (doctor/serving.py's medium stall)
 
 
 def _longest(ctx: Context, kind: str, n: int = 5) -> list:
@@ -107,5 +108,9 @@ def serving_verdict(s: dict, findings: list[Finding]) -> str:
         return f"{s['iterations']} iterations, none decoding: no per-token latency to judge."
     itl = s["itl_ms"]
     ratio = itl["p99"] / itl["p50"] if itl["p50"] else float("nan")
+    if ratio >= SPIKES:   # a tail that no prefill explains is no healthy schedule either
+        return (f"Per-token latency spikes that no prefill explains: p99 {itl['p99']:.3g} ms is {ratio:.1f}x the "
+                f"median {itl['p50']:.3g} ms, and {s.get('stalled_with_prefill_pct', 0):.0f}% of the stalled gaps "
+                "held a prefill; the system findings say what the GPU waited for in the slow iterations.")
     return (f"Healthy iterations: per-token latency p50 {itl['p50']:.3g} ms, p99 {itl['p99']:.3g} ms ({ratio:.1f}x); "
             "no prefill holds the decodes back.")
