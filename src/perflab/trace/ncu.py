@@ -17,6 +17,7 @@ import importlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from perflab.errors import UnreadableInput
 from perflab.trace.nsight_compute.ncu_coverage import is_missing, plausible
 from perflab.trace.nsight_compute.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
 from perflab.trace.nsight_compute.ncu_rules import rule_results
+from perflab.trace.sniff import open_binary, refuse_special
 
 __all__ = ["KernelProfile", "NcuProfile", "load", "load_ncu_report_module", "normalize_unit", "parse_number",
            "short_name", "sniff"]
@@ -185,8 +187,8 @@ def _load_rep(path: Path) -> NcuProfile:
         target = path
         if path.read_bytes()[:2] == GZIP_MAGIC:
             fd, tmp = tempfile.mkstemp(suffix=".ncu-rep")
-            with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
-                out.write(src.read())
+            with os.fdopen(fd, "wb") as out, open_binary(path) as src:  # bounded: a gzip bomb stops here
+                shutil.copyfileobj(src, out, 1 << 20)
             target = Path(tmp)
         mod = load_ncu_report_module()
         if mod is None or not _installed_module_works(mod, target):
@@ -343,6 +345,7 @@ def load(path: str | os.PathLike, *, prefer: str = "auto") -> NcuProfile:
     p = Path(path)
     if not p.exists():
         raise UnreadableInput(f"{p}: no such file")
+    refuse_special(p)
     kind = sniff(p)
     if kind == "csv":
         return _load_csv(p)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -24,8 +26,14 @@ def is_gzip(path: Path) -> bool:
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading, transparently gunzipping it when its content is gzip."""
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    """Open a file for reading, transparently gunzipping it when its content is gzip; decompressing stops with one
+    line past read_limits.decompressed_limit (a compression bomb)."""
+    from perflab.trace.read_limits import BoundedReader, decompressed_limit
+
+    path = Path(path)
+    if is_gzip(path):
+        return BoundedReader(gzip.open(path, "rb"), path, decompressed_limit(path))  # type: ignore[return-value]
+    return open(path, "rb")
 
 
 def peek(path: Path, size: int = _PEEK) -> bytes:
@@ -55,12 +63,30 @@ def _read_some(fh: BinaryIO, size: int) -> bytes:
     return out
 
 
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (a pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_special(path: Path) -> None:
+    """A pipe, device or socket as input is one line, before anything opens it (opening a FIFO with no writer
+    would wait forever): perflab reads a file more than once, to recognize it and then to read it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    for test, what in _SPECIAL:
+        if test(mode):
+            raise UnreadableInput(f"{path} is {what}, not a file: perflab reads its input more than once (to recognize "
+                                  f"it, then to read it); save it to a file first, e.g. cat {path} > trace.json.gz")
+
+
 def sniff(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         return KINETO_DIR
     if not path.exists():
         raise UnreadableInput(f"{path}: no such file or folder")
+    refuse_special(path)
     with open(path, "rb") as raw:
         magic = raw.read(4)
     if not magic:
