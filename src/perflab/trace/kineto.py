@@ -22,7 +22,7 @@ from perflab.trace.torch_profiler import kineto_native
 from perflab.trace.torch_profiler.kineto_parallel import BadCut, decode_parallel, json_size, worker_count
 from perflab.trace.torch_profiler.kineto_threads import decode_threaded
 from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace, bounded_names
-from perflab.trace.sniff import open_binary, refuse_special
+from perflab.trace.input_files import open_binary, refuse_special
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
 NATIVE_BLOCK_SIZE = 4 << 20  # the C scanner keeps no objects; larger blocks cost fewer numpy calls per event

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import gzip
-import os
-import stat
 import zlib
 from pathlib import Path
 from typing import BinaryIO
 
 from perflab.errors import UnreadableInput
+from perflab.trace.input_files import is_gzip, open_binary, refuse_special  # noqa: F401 (their home before)
 
 KINETO, KINETO_DIR, NCU, NCU_CSV, MEMORY, UNKNOWN = "kineto", "kineto-dir", "ncu", "ncu-csv", "memory", "unknown"
 NSYS, NSYS_REP, SQLITE = "nsys", "nsys-rep", "sqlite"
@@ -17,23 +16,6 @@ _SERVING_KEYS = (b'"token_forwards"', b'"perflab.serving/', b'"ttfts"', b'"media
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _PEEK = 1 << 20
-
-
-def is_gzip(path: Path) -> bool:
-    """Whether the file's content is gzip (by its magic bytes, whatever its name)."""
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading, transparently gunzipping it when its content is gzip; decompressing stops with one
-    line past read_limits.decompressed_limit (a compression bomb)."""
-    from perflab.trace.read_limits import BoundedReader, decompressed_limit
-
-    path = Path(path)
-    if is_gzip(path):
-        return BoundedReader(gzip.open(path, "rb"), path, decompressed_limit(path))  # type: ignore[return-value]
-    return open(path, "rb")
 
 
 def peek(path: Path, size: int = _PEEK) -> bytes:
@@ -63,23 +45,6 @@ def _read_some(fh: BinaryIO, size: int) -> bytes:
     return out
 
 
-_SPECIAL = ((stat.S_ISFIFO, "a FIFO (a pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISSOCK, "a socket"))
-
-
-def refuse_special(path: Path) -> None:
-    """A pipe, device or socket as input is one line, before anything opens it (opening a FIFO with no writer
-    would wait forever): perflab reads a file more than once, to recognize it and then to read it."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return
-    for test, what in _SPECIAL:
-        if test(mode):
-            raise UnreadableInput(f"{path} is {what}, not a file: perflab reads its input more than once (to recognize "
-                                  f"it, then to read it); save it to a file first, e.g. cat {path} > trace.json.gz")
-
-
 def sniff(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
@@ -102,8 +67,8 @@ def sniff(path: str | Path) -> str:
     head = peek(path)
     if head.startswith(b"NVR\x00"):  # a gzipped .ncu-rep
         return NCU
-    if head[:1] == b"\x80":  # pickle protocol 2+: torch.cuda.memory._dump_snapshot
-        return MEMORY
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):  # pickle protocol 2-5:
+        return MEMORY                                                                # torch's _dump_snapshot
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] in (b"{", b"["):
         if b'"traceEvents"' in head:
