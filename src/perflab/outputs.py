@@ -129,6 +129,8 @@ def check_output(out: PathLike, *, force: bool = False, inputs: Iterable[PathLik
     check_parent(out, make_parents=make_parents)
     if _existing(out) and not force:
         raise PerflabError(f"{out} exists: pass --force to overwrite it, or choose another name")
+    if out.parent.is_dir():
+        check_writable(out.parent, out)
     return out
 
 
@@ -195,16 +197,29 @@ def check_folder(out: PathLike, *, force: bool = False, holds: Iterable[str] = (
     return out
 
 
+def check_writable(folder: Path, shown: PathLike) -> None:
+    """A folder this process may create files in (asked of the system, nothing written): a read-only file
+    system or a folder without write permission is one line about the user's path before the work."""
+    if os.access(folder, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    raise write_error(shown, OSError(errno.EROFS if read_only else errno.EACCES,
+                                     "Read-only file system" if read_only else "Permission denied"))
+
+
 def try_folder(out: Path) -> None:
-    """Make `out` if needed and write a file in it, now: a read-only, full or forbidden place is one line before
-    the work, not after it."""
+    """Make `out` if needed, now, and check that files can be made in it: a read-only or forbidden place is one
+    line before the work, not after it."""
+    if not out.exists():
+        check_writable(out.parent, out)
     try:
         out.mkdir(exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".perflab-try-")
-        os.close(fd)
-        os.unlink(probe)
     except OSError as exc:
         raise write_error(out, exc) from None
+    check_writable(out, out)
 
 
 def new_folder(parent: PathLike, suffix: str = "", now: float | None = None) -> Path:
