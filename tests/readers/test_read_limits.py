@@ -161,3 +161,11 @@ def test_a_pipe_is_refused_before_it_is_opened(tmp_path):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
         assert "is a FIFO (a pipe), not a file" in done.stderr and "save it to a file first" in done.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_the_depth_setting_has_a_ceiling_below_a_stack_overflow(capsys, tmp_path, monkeypatch):
+    deep = tmp_path / "deep.json"
+    deep.write_text(_deep(100_000))
+    monkeypatch.setenv("PERFLAB_MAX_JSON_DEPTH", "200000")  # would overflow the C stack (a segfault), not refuse
+    rc, _, err = cli_run(capsys, "doctor", deep)
+    assert rc == 2 and "at most 10000" in err and err.count("\n") == 1, err

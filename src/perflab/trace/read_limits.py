@@ -24,6 +24,7 @@ MAX_DEPTH_ENV = "PERFLAB_MAX_JSON_DEPTH"
 RATIO = 200
 MIN_LIMIT = 64 << 20
 DEFAULT_DEPTH = 512
+DEPTH_CEILING = 10_000   # msgspec and json overflow an 8 MB C stack between 20,000 and 40,000 levels
 _FRAMES = 200   # Python frames the reader itself may stack above the decoder
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -103,13 +104,20 @@ def _depth_now() -> int:
 
 def max_json_depth() -> int:
     text = os.environ.get(MAX_DEPTH_ENV)
-    return _setting(MAX_DEPTH_ENV, text, units=False) if text else DEFAULT_DEPTH
+    depth = _setting(MAX_DEPTH_ENV, text, units=False) if text else DEFAULT_DEPTH
+    if depth > DEPTH_CEILING:
+        raise PerflabError(f"{MAX_DEPTH_ENV}={text}: at most {DEPTH_CEILING} (the decoders recurse once per level; "
+                           "deeper would overflow the C stack)")
+    return depth
 
 
 def too_deep(path: Path, depth: int | None = None) -> UnreadableInput:
     depth = depth or max_json_depth()
+    raise_it = (f"to read it anyway set {MAX_DEPTH_ENV} (at most {DEPTH_CEILING}), e.g. "
+                f"{MAX_DEPTH_ENV}={min(depth * 4, DEPTH_CEILING)}" if depth < DEPTH_CEILING
+                else "that is as deep as perflab reads")
     return UnreadableInput(f"{path}: JSON nested more than {depth} levels deep (profilers write 4 or 5): not a trace "
-                           f"perflab reads; to read it anyway set {MAX_DEPTH_ENV}, e.g. {MAX_DEPTH_ENV}={depth * 4}")
+                           f"perflab reads; {raise_it}")
 
 
 @contextlib.contextmanager
