@@ -7,13 +7,7 @@ import sys
 
 import typer
 
-from perflab.errors import PerflabError
-
-
-def clean(text: str) -> str:
-    from perflab.report.console import clean as strip_controls  # Rich's console: only when there is an error
-
-    return strip_controls(text)
+from perflab.errors import PerflabError, one_line
 
 # Each module adds its commands to the app; adding a module here adds its commands.
 COMMAND_MODULES = ("puzzles", "doctor", "kernels", "toolkit", "investigate", "diff", "scale", "memory", "stats", "sql",
@@ -33,9 +27,10 @@ def _show_version(value: bool) -> None:
 
 def build_app() -> typer.Typer:
     # add_completion: --install-completion / --show-completion (bash, zsh, fish, PowerShell), typer's own
-    from perflab.cli import fast_params
+    from perflab.cli import fast_params, flag_help
 
     fast_params.install()
+    flag_help.install()
     app = typer.Typer(name="perflab", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
                       add_completion=True)
 
@@ -63,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     except PerflabError as exc:
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: error: {clean(str(exc))}", file=sys.stderr)
+        print(f"perflab: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("perflab: interrupted", file=sys.stderr)
@@ -75,17 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "Exit" in kinds:
             return int(getattr(exc, "exit_code", 0) or 0)
+        if "NoArgsIsHelpError" in kinds:  # `perflab` or `perflab memory` alone: the help is the answer
+            return 0
         if "ClickException" in kinds:  # a usage error: one line, with where to read the usage
             ctx = getattr(exc, "ctx", None)
             where = f" (see {ctx.command_path} --help)" if ctx is not None and ctx.command_path else ""
-            print(f"perflab: error: {' '.join(clean(exc.format_message()).split())}{where}", file=sys.stderr)
+            print(f"perflab: error: {' '.join(one_line(exc.format_message()).split())}{where}", file=sys.stderr)
             return getattr(exc, "exit_code", 2) or 2
         if "Abort" in kinds:
             print("perflab: aborted", file=sys.stderr)
             return 1
         if debug or os.environ.get("PERFLAB_DEBUG"):
             raise
-        print(f"perflab: internal error: {type(exc).__name__}: {clean(str(exc))} (rerun with --debug for the traceback)",
+        print(f"perflab: internal error: {type(exc).__name__}: {one_line(str(exc))} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 3
     return 0

@@ -191,6 +191,9 @@ def test_history_refs(tmp_path):
 def test_cli_json_html_and_plot(tmp_path, capsys):
     before, after = str(artifact("01-launch-overhead", "slow")), str(artifact("01-launch-overhead", "solution"))
     html, plot = tmp_path / "out" / "diff.html", tmp_path / "diff.png"
+    assert main(["diff", before, after, "--html", str(html)]) == 2  # a folder that does not exist is not made
+    assert "the folder" in capsys.readouterr().err and not html.parent.exists()
+    html.parent.mkdir()
     assert main(["diff", before, after, "--json", "--html", str(html), "--plot", str(plot)]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)

@@ -177,6 +177,9 @@ def test_svg_helpers():
 
 def test_output_files_are_never_replaced_without_force(tmp_path):
     out = tmp_path / "a" / "r.html"
+    with pytest.raises(PerflabError, match="the folder .* does not exist"):
+        write_output(out, "one")
+    out.parent.mkdir()
     write_output(out, "one")
     assert out.read_text() == "one"
     with pytest.raises(PerflabError, match="exists: pass --force"):

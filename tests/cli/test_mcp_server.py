@@ -81,7 +81,7 @@ def test_errors_are_one_line_and_writes_follow_the_output_rule(tmp_path):
     async def calls(client):
         out = {}
         out["missing"] = await client.call_tool("doctor", {"path": str(tmp_path / "nope.json")})
-        out["copy"] = await client.call_tool("sql", {"path": str(trace), "query": f"COPY (SELECT 1) TO '{mine}'"})
+        out["copy"] = await client.call_tool("sql", {"path": str(trace), "query": "SELECT 1", "out": str(mine)})
         out["fifo"] = await client.call_tool("doctor", {"path": str(trace), "html": str(tmp_path / "pipe.html"),
                                                         "force": True})
         out["html"] = await client.call_tool("doctor", {"path": str(trace), "html": str(tmp_path / "r.html")})
@@ -96,3 +96,32 @@ def test_errors_are_one_line_and_writes_follow_the_output_rule(tmp_path):
     assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe.html").st_mode)
     assert not r["html"].is_error and "<html" in (tmp_path / "r.html").read_text()
     assert r["gate"].is_error and "not comparable for --gate" in text["gate"]  # 3 steps a side
+
+
+def test_sql_through_mcp_reads_only_the_trace_and_writes_only_out(tmp_path):
+    """An agent led by text inside a trace to read the user's files or overwrite the trace gets one line and
+    changes nothing; out= writes the result under the rule for outputs."""
+    trace = synthetic.host_bound(steps=3).write(tmp_path / "t.json")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's own secret")
+    original = trace.read_bytes()
+    calls_made = [
+        {"query": f"SELECT * FROM read_text('{secret}')"},
+        {"query": f"SELECT * FROM glob('{tmp_path}/*')"},
+        {"query": f"COPY /* FROM */ (SELECT 1) TO '{trace}'"},
+        {"query": f"PREPARE p AS COPY (SELECT 1) TO '{trace}'; EXECUTE p"},
+        {"query": f"SET log_query_path='{trace}'; SELECT 1"},
+        {"query": "SELECT 1", "out": str(trace), "force": True},
+        {"query": "SELECT name FROM kernels", "out": str(tmp_path / "k.csv")},
+    ]
+
+    async def calls(client):
+        return [await client.call_tool("sql", {"path": str(trace), **args}) for args in calls_made]
+
+    *refused, wrote = _session(calls)
+    for r in refused:
+        text = r.content[0].text
+        assert r.is_error and "\n" not in text and "secret" not in text.replace(str(secret), ""), text
+    assert trace.read_bytes() == original
+    assert not wrote.is_error and wrote.structured_content["written"] == [str(tmp_path / "k.csv")]
+    assert (tmp_path / "k.csv").read_text().splitlines()[0] == "name"

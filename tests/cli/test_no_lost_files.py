@@ -29,7 +29,7 @@ WRITERS = {
     "start": "test_start_and_run_and_check_write_new_files_only", "run": "test_start_and_run_and_check_write_new_files_only",
     "check": "test_start_and_run_and_check_write_new_files_only",
     "investigate": "test_investigate_keeps_every_run", "memory record": "test_memory_record_out",
-    "sql": "test_sql_copy_to_an_existing_file",  # COPY ... TO, EXPORT DATABASE (test_non_regular_outputs.py)
+    "sql": "test_sql_out",  # --out; the query itself writes nothing (test_sql_sandbox.py)
 }
 # commands that write no file (answers, hints, progress go to the progress database)
 READ_ONLY = {"list", "show", "answer", "hint", "solution", "progress", "stats", "taxonomy",
@@ -133,11 +133,14 @@ def test_roofline_out(capsys, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_sql_copy_to_an_existing_file(capsys, tmp_path, trace):
+def test_sql_out(capsys, tmp_path, trace):
     out = mine(tmp_path / "k.csv")
-    refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{out}'")
+    refused(capsys, "sql", trace, "SELECT 1", "--out", out)
     assert out.read_text() == "mine"
-    refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{trace}'", "--force", why="never writes over its input")
+    for same in links_to(trace, tmp_path / "links"):
+        refused(capsys, "sql", trace, "SELECT 1", "--out", same, "--force", why="never writes over its input")
+    refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{trace}'", "--force", why="DuckDB's sandbox")
+    assert json.loads(trace.read_text())["traceEvents"]
 
 
 def test_bench_out(capsys, tmp_path):

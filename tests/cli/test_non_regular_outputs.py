@@ -108,43 +108,29 @@ def test_every_cli_writer_refuses_a_special_file_with_force(capsys, tmp_path, tr
              ("memory", "convert", snap, build("snap.json")),
              ("roofline", roof_in, "--out", build("roof.png")),
              ("bench", "--quick", "--out", build("ceilings.json")),
-             ("sql", trace, f"COPY (SELECT name FROM kernels) TO '{build('q.csv')}'")]
+             ("sql", trace, "SELECT name FROM kernels", "--out", build("q.csv"))]
     for args in cases:
-        target = next(a for a in reversed(args) if isinstance(a, Path)) if args[0] != "sql" else tmp_path / "q.csv"
+        target = next(a for a in reversed(args) if isinstance(a, Path))
         mode = stat.S_IFMT(os.stat(target).st_mode)
         _refused(capsys, *args, "--force", why=f"is {kind}, not a regular file")
         _unchanged(target, mode)
 
 
-def test_sql_copy_follows_the_rule_for_outputs(capsys, tmp_path, trace):
+def test_sql_out_follows_the_rule_for_outputs(capsys, tmp_path, trace):
     out = tmp_path / "k.csv"
     out.write_text("mine")
-    query = f"COPY (SELECT name FROM kernels ORDER BY 1) TO '{out}' (HEADER)"
-    _refused(capsys, "sql", trace, query, why="exists: pass --force")
+    query = "SELECT name FROM kernels ORDER BY 1"
+    _refused(capsys, "sql", trace, query, "--out", out, why="exists: pass --force")
     assert out.read_text() == "mine"
-    rc, _, err = cli_run(capsys, "sql", trace, query, "--force")
+    rc, _, err = cli_run(capsys, "sql", trace, query, "--out", out, "--force")
     assert rc == 0 and f"wrote {out}" in err
     assert out.read_text().splitlines()[0] == "name" and len(out.read_text().splitlines()) > 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".perflab-")]
-    _refused(capsys, "sql", trace, f"COPY (SELECT 1) TO '{trace}'", "--force", why="never writes over its input")
-    _refused(capsys, "sql", trace, "ATTACH 'x.db' AS x", why="does not ATTACH")
+    _refused(capsys, "sql", trace, query, "--out", trace, "--force", why="never writes over its input")
+    _refused(capsys, "sql", trace, "ATTACH 'x.db' AS x", why="DuckDB's sandbox")
     assert not (Path.cwd() / "x.db").exists()
-    rc, _, _ = cli_run(capsys, "sql", trace, f"COPY (SELECT 1 AS a) TO '{tmp_path / 'new.parquet'}'")
+    rc, _, _ = cli_run(capsys, "sql", trace, "SELECT 1 AS a", "--out", tmp_path / "new.parquet")
     assert rc == 0 and (tmp_path / "new.parquet").read_bytes()[:4] == b"PAR1"
-
-
-def test_sql_export_writes_a_folder_and_keeps_what_is_there(capsys, tmp_path, trace):
-    folder = tmp_path / "dump"
-    query = f"EXPORT DATABASE '{folder}'"
-    assert cli_run(capsys, "sql", trace, query)[0] == 0
-    made = sorted(p.name for p in folder.iterdir())
-    assert "schema.sql" in made and not [n for n in made if n.startswith(".perflab-")]
-    _refused(capsys, "sql", trace, query, why="exists: pass --force")
-    assert cli_run(capsys, "sql", trace, query, "--force")[0] == 0
-    (folder / "schema.sql").unlink()
-    _fifo(folder / "schema.sql")
-    _refused(capsys, "sql", trace, query, "--force", why="a FIFO, not a regular file")
-    assert stat.S_ISFIFO(os.lstat(folder / "schema.sql").st_mode)
 
 
 def test_a_full_or_read_only_destination_is_one_line_naming_the_users_path(capsys, tmp_path, trace, monkeypatch):
@@ -188,7 +174,7 @@ def test_a_real_read_only_and_a_real_full_filesystem(capsys, tmp_path, trace):
     with _tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
         rc, _, err = cli_run(capsys, "doctor", trace, "--html", ro / "r.html")
         assert rc == 2 and err == f"perflab: error: cannot write {ro / 'r.html'}: Read-only file system\n", err
-        rc, _, err = cli_run(capsys, "sql", trace, f"COPY (SELECT 1) TO '{ro / 'k.csv'}'")
+        rc, _, err = cli_run(capsys, "sql", trace, "SELECT 1", "--out", ro / "k.csv")
         assert rc == 2 and f"cannot write {ro / 'k.csv'}" in err and ".perflab-" not in err, err
     with _tmpfs(tmp_path / "full", "size=8k") as full:
         rc, _, err = cli_run(capsys, "doctor", trace, "--html", full / "r.html")

@@ -15,7 +15,7 @@ PROCESSES = [{"pid": 1, "rank": None, "torch": True, "steps_by": "top-level nn.M
 
 
 def test_profile_writes_the_html_report(monkeypatch, capsys, tmp_path):
-    out, html = tmp_path / "prof", tmp_path / "r" / "report.html"
+    out, html = tmp_path / "prof", tmp_path / "report.html"
     trace = out / "trace.json.gz"
     seen = []
 

@@ -61,3 +61,26 @@ def test_a_1mb_name_costs_what_a_short_one_does(command, traces, capsys):
     cost = min(_cpu(args(long), capsys) for _ in range(2))
     # before the reader bounded long names, the doctor took ~15x the short trace's time on these three names
     assert cost < 3 * base + 0.2, (cost, base)
+
+
+def test_a_report_naming_a_1mb_op_is_the_size_of_one_naming_a_short_one(traces, capsys):
+    import json
+
+    sizes = []
+    for path in map(str, traces):
+        assert main(["doctor", path, "--json"]) == 0
+        out = capsys.readouterr().out
+        sizes.append(len(out))
+        assert max(len(s) for s in _strings(json.loads(out))) < 4096
+    assert sizes[1] < 1.5 * sizes[0], sizes
+
+
+def _strings(doc):
+    if isinstance(doc, dict):
+        for v in doc.values():
+            yield from _strings(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _strings(v)
+    elif isinstance(doc, str):
+        yield doc

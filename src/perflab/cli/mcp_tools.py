@@ -1,6 +1,6 @@
 """The tools `perflab mcp` serves (MCP SDK 2: mcp.server.mcpserver.MCPServer). Each returns the document its
 command prints with --json (schema inside); a user-fixable problem is a tool error of one line, as the CLI's
-`perflab: error:` line. Nothing here writes a file unless the call names it (html, plot, or a COPY in sql)."""
+`perflab: error:` line. Nothing here writes a file unless the call names it (html, or sql's out)."""
 from __future__ import annotations
 
 import contextlib
@@ -31,13 +31,15 @@ def _sdk():
 
 def _serve(ToolError, work: Callable[[], Any]) -> Any:
     """Run one tool: stdout belongs to the protocol, so anything printed goes to stderr; PerflabError -> ToolError."""
-    from perflab.report.console import clean
+    from perflab.errors import one_line
 
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return work()
     except PerflabError as exc:
-        raise ToolError(clean(str(exc))) from None
+        raise ToolError(one_line(str(exc))) from None
+    except Exception as exc:  # a bug: still one line, as the CLI's "internal error" (exit 3), not the SDK's bare one
+        raise ToolError(one_line(f"internal error: {type(exc).__name__}: {exc}")) from None
 
 
 def _json(text: str) -> dict[str, Any]:
@@ -106,15 +108,18 @@ def build_server():
         return _serve(ToolError, work)
 
     @server.tool()
-    def sql(path: str, query: Optional[str] = None, schema: bool = False, force: bool = False,
-            nvtx_steps: str = "auto") -> dict[str, Any]:
+    def sql(path: str, query: Optional[str] = None, schema: bool = False, out: Optional[str] = None,
+            force: bool = False, limit: int = 1000, nvtx_steps: str = "auto") -> dict[str, Any]:
         """A DuckDB query over the trace's views (perflab.sql/1): events, kernels, memcpy, memset, gpu_ops, api,
-        sync, nvtx, cpu_ops, os_runtime, steps, devices, meta, notes; schema=true lists their columns.
-        COPY ... TO 'file' writes only that file (an existing one only with force)."""
+        sync, nvtx, cpu_ops, os_runtime, steps, devices, meta, notes; schema=true lists their columns. The query
+        runs in DuckDB's sandbox: it reads only those views and writes no file. limit: at most this many rows
+        (0: all; more_rows says whether some were left). out: also write the result to this .csv, .json or
+        .parquet file (an existing one only with force)."""
         def work():
             from perflab.report.documents import sql_document
 
-            doc, written = sql_document(path, query, schema=schema, force=force, nvtx_steps=nvtx_steps)
+            doc, written = sql_document(path, query, schema=schema, out=out, force=force, limit=limit or None,
+                                        nvtx_steps=nvtx_steps)
             return json.loads(json.dumps({**doc, "written": [str(p) for p in written]}, default=str))
         return _serve(ToolError, work)
 

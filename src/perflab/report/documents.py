@@ -26,24 +26,33 @@ def stats_document(path: str | Path, names: list[str] | None = None) -> tuple[di
     return doc, trace, tables
 
 
-def sql_document(path: str | Path, query: str | None, *, schema: bool = False, force: bool = False,
-                 nvtx_steps: str = "auto") -> tuple[dict[str, Any], list[Path]]:
-    """(the perflab.sql/1 document, the files a COPY/EXPORT wrote) of one query, or of --schema."""
+def sql_document(path: str | Path, query: str | None, *, schema: bool = False, out: str | Path | None = None,
+                 force: bool = False, limit: int | None = None, nvtx_steps: str = "auto") -> tuple[dict[str, Any], list[Path]]:
+    """(the perflab.sql/1 document, the files written) of one query, or of --schema. The query runs in DuckDB's
+    sandbox (analysis.reports.sql_views); `out` gets its result through perflab.outputs (report.sql_output),
+    checked before the trace is read. `limit`: at most that many rows fetched (None: all); the document's
+    `more_rows` says whether more were left, `types` gives DuckDB's type of each column."""
     from perflab.analysis.reports.sql_views import VIEWS, open_db
+    from perflab.report.sql_output import check_result_output, write_result
 
-    if not schema and not query:
+    if not schema and not (query or "").strip():
         raise PerflabError('give a query: perflab sql FILE "SELECT name, count(*) FROM kernels GROUP BY 1" '
                            "(--schema lists the views)")
+    if out is not None:
+        check_result_output(out, force=force, inputs=[path])
     db = open_db(Path(path), nvtx_steps=None if nvtx_steps.lower() == "none" else nvtx_steps)
-    written: list[Path] = []
+    more = False
     if schema:
         rows = [(view, ", ".join(db.query(f"SELECT * FROM {view} LIMIT 0")[0])) for view in VIEWS]
-        cols = ["view", "columns"]
+        cols, types = ["view", "columns"], ["VARCHAR", "VARCHAR"]
     else:
-        cols, rows, written = db.run(query, force=force, inputs=[path])
+        cols, types, rows, more = db.fetch(query, limit)
     notes = [n for (n,) in db.query("SELECT note FROM notes")[1]]
-    return {"schema": "perflab.sql/1", "query": query, "columns": cols, "rows": [list(r) for r in rows],
-            "notes": notes}, written
+    doc = {"schema": "perflab.sql/1", "query": query, "columns": cols, "types": types,
+           "rows": [list(r) for r in rows],
+           "more_rows": more, "notes": notes}
+    written = [write_result(out, doc, force=force, inputs=[path])] if out is not None else []
+    return doc, written
 
 
 def diff_result(before: str, after: str, *, rank: int | None = None, top: int = 10, gate_pct: float | None = None,

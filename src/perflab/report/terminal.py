@@ -53,8 +53,12 @@ def render_report(report: Report, console: Console | None = None, *, events: int
     waits = analyses.get("waits")
     if analyses.get("recording"):  # no GPU timeline: no GPU numbers to print
         rec = analyses["recording"]
-        console.print(Text(f"no GPU activity recorded: {rec['launches']} launches, {rec['profiler_ranges']} CUPTI "
-                           "profiler ranges, 0 kernels", style="dim"))
+        if "profiler_ranges" in rec:
+            line = (f"no GPU activity recorded: {rec['launches']} launches, {rec['profiler_ranges']} CUPTI profiler "
+                    "ranges, 0 kernels")
+        else:  # copies or memsets recorded, kernels not (analysis.steps.recording.unrecorded_kernels)
+            line = f"kernels not recorded: {rec['launches']} kernel launches, {rec.get('kernel_records', 0)} kernel records"
+        console.print(Text(line, style="dim"))
     elif waits and not split:
         console.print(Text(f"no GPU work; {len(waits['threads'])} threads, waiting {waits['wait_pct']:.1f}% of their "
                            "recorded time", style="dim"))

@@ -109,7 +109,8 @@ class Walk:
 
         from perflab.outputs import write_output
 
-        write_output(self.out / "investigation.json", json.dumps(self.record, indent=2, default=str), force=True)
+        write_output(self.out / "investigation.json", json.dumps(self.record, indent=2, default=str), force=True,
+                     make_parents=True)  # the run folder: checked (check_folder) or made (new_folder) before the run
 
     def _runner(self, log: Path, timeout_s: float | None, into: dict) -> Callable:
         def run(cmd: Sequence[str], env: dict[str, str]) -> int:

@@ -103,14 +103,16 @@ def profile(program: list[str], *, out_dir: Path, name: str | None = None, kerne
             extra_metrics: bool = True, force: bool = False, kill: bool = False) -> NcuRun:
     """Profile `program` (argv list) under ncu; returns the .ncu-rep and its raw-page CSV. An existing
     report or CSV of the same name is replaced only with force."""
-    from perflab.outputs import check_output
+    from perflab.outputs import check_output, check_parent
 
     if not program:
         raise PerflabError("nothing to profile: give the program after `--`, e.g. perflab ncu -- python script.py")
     name = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(program[-1] if len(program) > 1 else program[0]).stem) or "profile"
     out_base = out_dir / name
+    if not out_dir.is_dir():
+        check_parent(out_dir)  # the folder itself is made for the reports; the one it goes in must exist
     for path in (out_base.with_suffix(".ncu-rep"), out_base.with_suffix(".csv")):
-        check_output(path, force=force, inputs=[a for a in program if Path(a).is_file()])
+        check_output(path, force=force, inputs=[a for a in program if Path(a).is_file()], make_parents=True)
     ncu = find_ncu()
     out_dir.mkdir(parents=True, exist_ok=True)
     wanted = doctor_metrics() if section_set == DOCTOR_SET else EXTRA_METRICS

@@ -251,7 +251,8 @@ def run_scaling(cmd: Sequence[str], counts: Sequence[int], out: Path, *, mode: s
               "torchrun_args": list(torchrun_args), "points": points, "environment": _environment_facts(device)}
     from perflab.outputs import write_output
 
-    write_output(out / "scaling.json", json.dumps(result, indent=1, default=str), force=True)  # folder checked
+    write_output(out / "scaling.json", json.dumps(result, indent=1, default=str), force=True,
+                 make_parents=True)  # the folder: checked (check_folder) or made (new_folder) before the sweep
     return result
 
 

@@ -15,13 +15,14 @@ import numpy as np
 from perflab.errors import UnreadableInput
 from perflab.trace import plausible
 from perflab.trace.heap import give_back_free_memory
+from perflab.trace.read_limits import json_depth
 from perflab.trace.torch_profiler.json_stream import EventStream, LayoutError, NotATrace
 from perflab.trace.torch_profiler.kineto_events import ColumnBuilder
 from perflab.trace.torch_profiler import kineto_native
 from perflab.trace.torch_profiler.kineto_parallel import BadCut, decode_parallel, json_size, worker_count
 from perflab.trace.torch_profiler.kineto_threads import decode_threaded
 from perflab.trace.model import GPU_WORK_KINDS, PROGRAM_KEY, STEP_RE, USER_ANNOTATION, Trace, bounded_names
-from perflab.trace.sniff import open_binary
+from perflab.trace.input_files import open_binary, refuse_special
 
 BLOCK_SIZE = 1 << 20  # small blocks keep the decoded events in cache while they become columns
 NATIVE_BLOCK_SIZE = 4 << 20  # the C scanner keeps no objects; larger blocks cost fewer numpy calls per event
@@ -36,13 +37,16 @@ def load(path: str | Path, *, block_size: int = BLOCK_SIZE) -> Trace:
         raise UnreadableInput(f"{path} is a folder: use load_ranks() for a folder of per-rank traces")
     if not path.exists():
         raise UnreadableInput(f"{path}: no such file")
+    refuse_special(path)
     try:
-        builder, meta_doc = _read(path, block_size)
+        with json_depth(path):
+            builder, meta_doc = _read(path, block_size)
     except NotATrace:
         raise UnreadableInput(f"{path}: not a Kineto trace (no top-level traceEvents array); "
                               "give a PyTorch profiler trace (.json or .json.gz)") from None
     except LayoutError as exc:
-        builder, meta_doc = _load_whole_document(path, exc)
+        with json_depth(path):
+            builder, meta_doc = _load_whole_document(path, exc)
     except (OSError, EOFError, zlib.error) as exc:
         raise UnreadableInput(f"{path}: cannot read it ({exc}); is the file complete?") from None
     trace = _assemble(builder, meta_doc, path)
@@ -129,7 +133,7 @@ def _load_whole_document(path: Path, cause: LayoutError) -> tuple[ColumnBuilder,
         raise UnreadableInput(f"{path}: invalid trace JSON near byte {cause.offset}: {cause}") from None
     try:
         doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise UnreadableInput(f"{path}: invalid JSON ({_short(exc)}); is the file complete?") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise UnreadableInput(f"{path}: not a Kineto trace (no top-level traceEvents array)")

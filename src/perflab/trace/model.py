@@ -45,10 +45,12 @@ PROGRAM_KEY = "perflab_program"
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 # The longest name an analysis reads whole. Real kernel names reach ~5 KB (templated CUTLASS/cuDNN); a longer one
-# is held once, in full, in Trace.full_names, and the name table holds its first NAME_LIMIT characters and a
+# is held once, in full, in Trace.full_names, and the name table holds its first NAME_SHOWN characters and a
 # digest of the whole, so every analysis (a regular expression per distinct name, a table, a diff by name) costs
-# what it does for a name of ordinary length and two distinct long names stay distinct.
+# what it does for a name of ordinary length, a report that names it stays the size of one that names an ordinary
+# op, and two distinct long names stay distinct.
 NAME_LIMIT = 16384
+NAME_SHOWN = 1024
 
 
 def bounded_names(names: list[str]) -> tuple[list[str], dict[int, str]]:
@@ -59,7 +61,7 @@ def bounded_names(names: list[str]) -> tuple[list[str], dict[int, str]]:
     table = list(names)
     for i, n in full.items():
         digest = hashlib.blake2b(n.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-        table[i] = f"{n[:NAME_LIMIT]}… [{len(n)} characters, {digest}]"
+        table[i] = f"{n[:NAME_SHOWN]}… [{len(n)} characters, {digest}]"
     return table, full
 
 

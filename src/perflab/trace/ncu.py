@@ -17,6 +17,7 @@ import importlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from perflab.errors import UnreadableInput
 from perflab.trace.nsight_compute.ncu_coverage import is_missing, plausible
 from perflab.trace.nsight_compute.ncu_model import KernelProfile, NcuProfile, normalize_unit, parse_number, short_name
 from perflab.trace.nsight_compute.ncu_rules import rule_results
+from perflab.trace.input_files import open_binary, refuse_special
 
 __all__ = ["KernelProfile", "NcuProfile", "load", "load_ncu_report_module", "normalize_unit", "parse_number",
            "short_name", "sniff"]
@@ -185,8 +187,8 @@ def _load_rep(path: Path) -> NcuProfile:
         target = path
         if path.read_bytes()[:2] == GZIP_MAGIC:
             fd, tmp = tempfile.mkstemp(suffix=".ncu-rep")
-            with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
-                out.write(src.read())
+            with os.fdopen(fd, "wb") as out, open_binary(path) as src:  # bounded: a gzip bomb stops here
+                shutil.copyfileobj(src, out, 1 << 20)
             target = Path(tmp)
         mod = load_ncu_report_module()
         if mod is None or not _installed_module_works(mod, target):
@@ -290,9 +292,8 @@ def _nvtx_texts(cell: str) -> list[str]:
 
 def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
     try:
-        raw = path.read_bytes()
-        if raw[:2] == GZIP_MAGIC:
-            raw = gzip.decompress(raw)
+        with open_binary(path) as fh:  # gzipped or not; a gzip bomb stops at the decompressed-size limit
+            raw = fh.read()
         text = raw.decode("utf-8", "replace").lstrip("\ufeff")
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise UnreadableInput(f"{path}: cannot read ({exc})") from None
@@ -301,6 +302,9 @@ def _load_csv(path: Path, shown: Path | None = None) -> NcuProfile:
     if len(rows) < 2 or not all(c in rows[0] for c in CSV_ID_COLUMNS):
         raise UnreadableInput(f"{path}: not an Nsight Compute raw-page CSV (expected columns ID and Kernel Name)")
     header = rows[0]
+    if not any("__" in c for c in header):  # ncu's metric names: unit__counter.rollup (gpu__time_duration.sum)
+        raise UnreadableInput(f"{path}: not an Nsight Compute raw-page CSV: no metric columns (such as "
+                              f"gpu__time_duration.sum), only {', '.join(c[:40] for c in header[:6])}")
     has_units = len(rows) > 1 and rows[1] and rows[1][0] == ""
     units_row = rows[1] if has_units else [""] * len(header)
     kernels = []
@@ -343,6 +347,7 @@ def load(path: str | os.PathLike, *, prefer: str = "auto") -> NcuProfile:
     p = Path(path)
     if not p.exists():
         raise UnreadableInput(f"{p}: no such file")
+    refuse_special(p)
     kind = sniff(p)
     if kind == "csv":
         return _load_csv(p)

@@ -13,6 +13,7 @@ the rows kept. `meta["capture"]` holds what nsys said about its capture (nsys_ca
 """
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -51,13 +52,27 @@ def is_export(path: str | Path) -> bool:
         return False
     try:
         return Schema.read(conn).is_nsys
+    except sqlite3.DatabaseError as exc:
+        raise damaged(path, exc) from None
     finally:
         conn.close()
 
 
+def damaged(path: Path, exc: Exception) -> UnreadableInput:
+    return UnreadableInput(f"{path}: the SQLite file is damaged ({exc}); export the report again "
+                           "(nsys export --type sqlite) or copy it again")
+
+
 def load(path: str | Path, *, nvtx_steps: str | None = AUTO, chunk_rows: int = CHUNK_ROWS) -> Trace:
-    """All processes of the export as one Trace (see the module docstring). Raises UnreadableInput."""
-    path = Path(path)
+    """All processes of the export as one Trace (see the module docstring). Raises UnreadableInput, for a damaged
+    file too (a page SQLite cannot read, wherever it lies)."""
+    try:
+        return _load(Path(path), nvtx_steps=nvtx_steps, chunk_rows=chunk_rows)
+    except sqlite3.DatabaseError as exc:
+        raise damaged(Path(path), exc) from None
+
+
+def _load(path: Path, *, nvtx_steps: str | None, chunk_rows: int) -> Trace:
     conn = connect(path)
     try:
         schema = Schema.read(conn, path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import UnreadableInput
-from perflab.trace.sniff import open_binary
+from perflab.trace.input_files import open_binary, refuse_special
 
 DEFAULT_POOL = (0, 0)
 # Bounds on what a snapshot file may unfold to (check_bounded): torch writes ~6 levels; a pickle's tree
@@ -140,6 +140,7 @@ class Snapshot:
 def read_raw(path: str | Path) -> dict[str, Any]:
     """The snapshot as plain data (pickle through the restricted unpickler, or JSON), gzipped or not."""
     path = Path(path)
+    refuse_special(path)
     try:
         with open_binary(path) as fh:
             data = fh.read()

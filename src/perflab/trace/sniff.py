@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from perflab.errors import UnreadableInput
+from perflab.trace.input_files import is_gzip, open_binary, refuse_special  # noqa: F401 (their home before)
 
 KINETO, KINETO_DIR, NCU, NCU_CSV, MEMORY, UNKNOWN = "kineto", "kineto-dir", "ncu", "ncu-csv", "memory", "unknown"
 NSYS, NSYS_REP, SQLITE = "nsys", "nsys-rep", "sqlite"
@@ -15,17 +16,6 @@ _SERVING_KEYS = (b'"token_forwards"', b'"perflab.serving/', b'"ttfts"', b'"media
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _PEEK = 1 << 20
-
-
-def is_gzip(path: Path) -> bool:
-    """Whether the file's content is gzip (by its magic bytes, whatever its name)."""
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading, transparently gunzipping it when its content is gzip."""
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
 def peek(path: Path, size: int = _PEEK) -> bytes:
@@ -61,6 +51,7 @@ def sniff(path: str | Path) -> str:
         return KINETO_DIR
     if not path.exists():
         raise UnreadableInput(f"{path}: no such file or folder")
+    refuse_special(path)
     with open(path, "rb") as raw:
         magic = raw.read(4)
     if not magic:
@@ -76,8 +67,8 @@ def sniff(path: str | Path) -> str:
     head = peek(path)
     if head.startswith(b"NVR\x00"):  # a gzipped .ncu-rep
         return NCU
-    if head[:1] == b"\x80":  # pickle protocol 2+: torch.cuda.memory._dump_snapshot
-        return MEMORY
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):  # pickle protocol 2-5:
+        return MEMORY                                                                # torch's _dump_snapshot
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] in (b"{", b"["):
         if b'"traceEvents"' in head:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.errors import UnreadableInput
+from perflab.trace.read_limits import json_depth
 from perflab.trace.sniff import open_binary
 
 _RAW_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
@@ -60,7 +61,8 @@ def load(path: str | Path) -> SampledProfile:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise UnreadableInput(f"{path}: not a sampled profile (not UTF-8 text)") from None
-    prof = parse_speedscope(text, path) if text.lstrip().startswith("{") else parse_raw(text, path)
+    with json_depth(path):
+        prof = parse_speedscope(text, path) if text.lstrip().startswith("{") else parse_raw(text, path)
     prof.meta["path"] = str(path)
     return prof
 

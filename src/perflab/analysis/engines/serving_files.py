@@ -23,6 +23,7 @@ from typing import Any
 
 from perflab.analysis.engines.serving_stalls import Stream, from_engine_log
 from perflab.errors import UnreadableInput
+from perflab.trace.read_limits import json_depth
 from perflab.trace.sniff import open_binary
 
 PER_REQUEST = ("ttfts", "itls", "input_lens")
@@ -61,7 +62,8 @@ def _documents(path: Path) -> list[Any]:
 
 
 def load_stream(path: Path, variant: str | None = None) -> Loaded:
-    docs = [d for d in _documents(path) if is_serving(d)]
+    with json_depth(path):
+        docs = [d for d in _documents(path) if is_serving(d)]
     if not docs:
         raise UnreadableInput(f"{path}: not a serving record (perflab serving.json or engine log, vLLM or SGLang "
                               "serving benchmark result)")

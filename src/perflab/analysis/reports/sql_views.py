@@ -7,10 +7,20 @@
 The schema is the same for an Nsight Systems export and a Kineto trace (documented in VIEWS and in
 docs/sql.md): one `events` view over every row, and views per kind. The numpy columns are handed to
 DuckDB without copying. DuckDB is optional (`pip install 'perflab[sql]'`).
+
+Queries run in DuckDB's own sandbox: once the views exist, the connection gets `enable_external_access=false`
+(no file is read or written: COPY, EXPORT, ATTACH, read_*(), glob(), INSTALL all refused; no Python variables
+scanned) and `lock_configuration=true` (no SET, PRAGMA or RESET can undo it, or point the profiler's or query
+log's output at a file). Spilled intermediate results go to a private temporary folder, removed with the
+connection. Whatever a query yields is written by perflab (perflab.report.sql_output), never by DuckDB.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,8 +72,18 @@ def _nullable(values: np.ndarray, missing) -> np.ndarray | np.ma.MaskedArray:
     return np.ma.masked_array(values, mask=values == missing) if (values == missing).any() else values
 
 
+class Result(NamedTuple):
+    """A query's result: column names, DuckDB's type of each, the rows fetched, and whether more were left."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple]
+    more: bool
+
+
 class TraceDB:
-    """A DuckDB connection over loaded traces (kept alive with the numpy columns it reads)."""
+    """A DuckDB connection over loaded traces (kept alive with the numpy columns it reads), sandboxed: the
+    views are all a query can read, and it writes nothing."""
 
     def __init__(self, traces: list[Trace]) -> None:
         self.duckdb = _duckdb()
@@ -73,28 +93,33 @@ class TraceDB:
         for rank, trace in enumerate(traces):
             self._register(rank, trace)
         self._views()
+        self._sandbox()
+
+    def _sandbox(self) -> None:
+        spill = tempfile.mkdtemp(prefix="perflab-sql-")
+        weakref.finalize(self, _close, self.con, spill)
+        quoted = "'" + spill.replace("'", "''") + "'"
+        for key, value in (("temp_directory", quoted), ("autoinstall_known_extensions", "false"),
+                           ("autoload_known_extensions", "false"), ("python_enable_replacements", "false"),
+                           ("enable_external_access", "false"), ("lock_configuration", "true")):  # the lock last
+            self.con.execute(f"SET {key} = {value}")
 
     def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        result = self.fetch(sql)
+        return result.columns, result.rows
+
+    def fetch(self, sql: str, limit: int | None = None) -> "Result":
+        """The last statement's result, at most `limit` rows fetched (None: all)."""
         try:
             rel = self.con.execute(sql)
-            cols = [d[0] for d in rel.description] if rel.description else []
-            return cols, rel.fetchall()
+            desc = rel.description or []
+            cols, types = [d[0] for d in desc], [str(d[1]) for d in desc]
+            if limit is None:
+                return Result(cols, types, rel.fetchall(), False)
+            rows = rel.fetchmany(limit + 1)
+            return Result(cols, types, rows[:limit], len(rows) > limit)
         except self.duckdb.Error as exc:
-            raise PerflabError(f"SQL error: {str(exc).splitlines()[0]}") from None
-
-    def run(self, sql: str, *, force: bool = False, inputs=()) -> tuple[list[str], list[tuple], list[Path]]:
-        """Like query, statement by statement, with COPY ... TO and EXPORT DATABASE held to perflab's rule for
-        outputs (perflab.analysis.reports.sql_writes); also returns the paths written."""
-        from perflab.analysis.reports.sql_writes import run_statements
-
-        try:
-            parsed = self.duckdb.extract_statements(sql)
-        except self.duckdb.Error as exc:
-            raise PerflabError(f"SQL error: {str(exc).splitlines()[0]}") from None
-        statements = [(st.type.name, st.query) for st in parsed]
-        result, written = run_statements(statements, self.query, force=force, inputs=inputs)
-        cols, rows = result if result is not None else ([], [])
-        return cols, rows, written
+            raise PerflabError(sql_error(exc)) from None
 
     def sql(self, sql: str):
         """The DuckDB relation (to_df(), fetchall(), show(), ...)."""
@@ -208,6 +233,22 @@ class TraceDB:
         }
         for name, body in views.items():
             self.con.execute(f"CREATE TEMP VIEW {name} AS {body}")
+
+
+def _close(con, spill: str) -> None:
+    try:
+        con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def sql_error(exc: Exception) -> str:
+    """DuckDB's first line, and for what the sandbox refused, what perflab sql offers instead."""
+    first = " ".join(str(exc).split("\n", 1)[0].split())
+    if type(exc).__name__ == "PermissionException" or "configuration has been locked" in first:
+        return (f"SQL error: {first} (perflab sql runs the query in DuckDB's sandbox: it reads only the trace's "
+                "views and writes no file; write a result with --out FILE.csv|.json|.parquet)")
+    return f"SQL error: {first}"
 
 
 def open_db(source: str | Path | Trace | list[Trace], *, nvtx_steps: str | None = "auto") -> TraceDB:

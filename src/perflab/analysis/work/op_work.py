@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from perflab.analysis.work.replay_twins import eager_twins
 from perflab.analysis.work.kernels import window_gpu_rows
 from perflab.analysis.steps.links import launch_of
 from perflab.analysis.work.op_args import OpArgs, decode
+from perflab.analysis.work.tensor_paths import tensor_paths
 from perflab.analysis.steps.windows import Windows, per_windows
 from perflab.analysis.work.work_formulas import (Work, attention, conv, conv_backward, is_attention, is_conv,
                                             is_conv_backward, matmul, mm_family)
@@ -135,6 +136,7 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
     unmodelled: dict[str, dict] = {}
     groups: dict[tuple, OpGroup] = {}
     decoded: dict[tuple, tuple[OpArgs | None, Work | None]] = {}
+    gpu_paths = tensor_paths(trace)
     ops = _op_of_kernel(trace, kernels)
     order = np.argsort(trace.ts[kernels], kind="stable")
     kernels, ops = kernels[order], ops[order]
@@ -166,7 +168,10 @@ def _op_work(trace: Trace, windows: Windows) -> OpWork:
         if key not in decoded:
             args = decode(trace.shapes[sid], trace.dtypes[tid] if tid >= 0 else "",
                           trace.concretes[cid] if cid >= 0 else "")
-            decoded[key] = (args, work_of(name, args, trace.name_of(longest)) if args is not None else None)
+            work = work_of(name, args, trace.name_of(longest)) if args is not None else None
+            if work is not None and work.path == "tf32" and "tf32" not in gpu_paths:
+                work = replace(work, path="fp32")  # fp32 math on a GPU without TF32 tensor cores (a V100) is SIMT
+            decoded[key] = (args, work)
         args, work = decoded[key]
         if work is None:
             _unmodelled(unmodelled, "unknown_op", name, us, mine.size)

@@ -20,7 +20,8 @@ def ceilings_path() -> Path:
 def save_ceilings(data: dict, path: Path | None = None) -> Path:
     from perflab.outputs import write_output
 
-    return write_output(path or ceilings_path(), json.dumps(data, indent=2, sort_keys=False), force=True)
+    return write_output(path or ceilings_path(), json.dumps(data, indent=2, sort_keys=False), force=True,
+                        make_parents=path is None)  # the user data dir is perflab's own; a --out path is checked
 
 
 def load_ceilings(path: Path | None = None) -> dict | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from perflab.analysis.work.tensor_paths import tensor_paths
+from perflab.doctor.tensor_core_fix import tensor_core_fix
 from perflab.doctor.context import Context
 from perflab.analysis.work.estimate import speedup_of_gain
 from perflab.doctor.finding import Finding
@@ -197,13 +199,15 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
             and g.path == "fp32"]
     if not simt:
         return []
-    target = next((p for p in ("tf32", "bf16", "fp16") if p in ctx.ceilings.compute), None)
-    if target is None:
+    paths = tensor_paths(ctx.trace)  # what the GPU in the trace has (a V100: fp16 only)
+    target = next((p for p in paths if p in ctx.ceilings.compute), None)
+    fix = tensor_core_fix(ctx.trace)
+    if target is None or fix is None:
         return []   # a GPU with no tensor-core path
     today = sum(groups[i].time_us for i in simt)
     tc = sum(_sol_us(ctx, groups[i].flops, groups[i].bytes, target) for i in simt)
     best, tc_best = target, tc   # the fix's bf16 path (half the bytes, the bf16 roof) where the GPU has one
-    if target == "tf32" and "bf16" in ctx.ceilings.compute:
+    if target == "tf32" and "bf16" in ctx.ceilings.compute and "bf16" in paths:
         best, tc_best = "bf16", sum(_sol_us(ctx, groups[i].flops, groups[i].bytes / 2, "bf16") for i in simt)
     floor = ({"speedup_at_least": round(speedup_of_gain(ctx.share(max(today - tc / ATTAINABLE, 0.0))), 2)}
              if best != target else {})
@@ -221,10 +225,8 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
          "tensor_roof_tflops": ctx.ceilings.compute[target] / 1e12, "tensor_path": target,
          "fix_path": best, "fix_sol_ms_per_step": tc_best / n / 1e3, **floor,
          "ops": [_op_line(ctx, groups[i], sols.get(i)) for i in simt[:5]], "ceilings": ctx.ceilings.source, **on_path},
-        "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
-        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast)"
-        + ("; attention in fp32 has no tensor-core kernel: in bf16/fp16, scaled_dot_product_attention runs the "
-           "flash or cuDNN kernels." if any(groups[i].family == "attention" for i in simt) else "."),
+        fix + ("; attention in fp32 has no tensor-core kernel: in bf16/fp16, scaled_dot_product_attention runs "
+               "the flash or cuDNN kernels." if any(groups[i].family == "attention" for i in simt) else ""),
         [ctx.event(groups[i].first_kernel_row) for i in simt[:5]],
     )
 

@@ -15,6 +15,7 @@ from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.roof import covers
+from perflab.doctor.tensor_core_fix import tensor_core_fix
 from perflab.trace.model import KERNEL
 
 # Tensor cores run FP32-input GEMMs (TF32/BF16) several times faster than the SIMT path; assume
@@ -30,7 +31,8 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
     rows = window_gpu_rows(t, ctx.windows)
     rows = rows[t.kind[rows] == KERNEL]
     simt = rows[t.name_table_mask(is_simt_gemm)[rows]]
-    if simt.size == 0:
+    fix = tensor_core_fix(t)  # for what the GPU in the trace has; None: it has no tensor cores
+    if simt.size == 0 or fix is None:
         return []
     simt_us = float(t.dur[simt].sum())
     gemm_us = sum(ctx.kernels["by_type"].get(k, {}).get("total_us", 0.0) for k in ("gemm", "conv"))
@@ -45,9 +47,7 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
         "in GEMMs that do not use tensor cores.",
         {"simt_gemm_time_pct": ctx.share(simt_us), "simt_share_of_gemm_pct": 100.0 * simt_us / gemm_us if gemm_us else 100.0,
          "simt_kernels": names[:5], "count": int(simt.size), **on_path},
-        "Use tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision"
-        "('high')), cudnn.allow_tf32, or run the model in bf16/fp16 (autocast).",
-        [ctx.event(r) for r in top.tolist()],
+        fix, [ctx.event(r) for r in top.tolist()],
     )
 
 

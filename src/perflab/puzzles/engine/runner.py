@@ -250,7 +250,7 @@ def environment(command: str, device: str = "cuda") -> dict[str, Any]:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     from perflab.outputs import write_output
 
-    write_output(path, json.dumps(data, indent=2, sort_keys=False) + "\n", force=True)
+    write_output(path, json.dumps(data, indent=2, sort_keys=False) + "\n", force=True, make_parents=True)
 
 
 def run_variant(puzzle: Puzzle, source: Path, variant: str, out_dir: Path, *, device: str, command: str,

@@ -1,11 +1,10 @@
 """The learner's workspace: ./perflab-work/ID/ with fix.py and runs/<timestamp>-<variant>/."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.outputs import new_folder
+from perflab.outputs import check_output, new_folder, write_output
 from perflab.paths import workspace_dir
 from perflab.puzzles.engine.spec import VARIANT_FILES, Puzzle, display_path
 
@@ -23,13 +22,15 @@ def start(puzzle: Puzzle) -> tuple[Path, bool]:
     solution may import from, and the reference the fix is checked against). Never overwrites either file:
     returns (fix.py, created)."""
     dest = fix_path(puzzle)
-    if dest.exists():
+    if dest.exists():  # the learner's fix (or a link to it): left as it is
         return dest, False
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(puzzle.file("starter"), dest)
     reference = dest.with_name(VARIANT_FILES["slow"])
+    check_output(dest, make_parents=True)  # a dangling link here is refused, not written through
     if not reference.exists():
-        shutil.copyfile(puzzle.file("slow"), reference)
+        check_output(reference, make_parents=True)
+    write_output(dest, puzzle.file("starter").read_bytes(), make_parents=True)
+    if not reference.exists():
+        write_output(reference, puzzle.file("slow").read_bytes())
     return dest, True
 
 

@@ -235,7 +235,7 @@ def write_document(path: str | Path, doc: dict) -> Path:
         data = gzip.compress(data, compresslevel=1)
     from perflab.outputs import write_output
 
-    return write_output(path, data, force=True)
+    return write_output(path, data, force=True, make_parents=True)
 
 
 # -- scenarios: one small workload per bottleneck, and their fixed versions -------------------

@@ -23,6 +23,8 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _SPACE = re.compile(rb"\s*")
 _TAIL_START = re.compile(rb"\s*[,}]")
+# a whole string (skipped), a lone quote (a string the buffer does not hold the end of), or a long whitespace run
+_TOKEN_OR_SPACE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|(?P<space>[ \t\r\n]{256,})')
 _HEAD_LIMIT = 64 << 20       # metadata before traceEvents larger than this: not a Kineto trace
 _LOOKAHEAD = 256 << 10       # never cut this close to the end before EOF is known (the tail lives there)
 _RETRIES = 3
@@ -76,8 +78,9 @@ class EventStream:
                     yield result[0]
                 return
             cut = self._decode_at_boundary(decode, self._hi - lookahead)
-            if cut is None:  # one event larger than a block: read on
-                self._block *= 2
+            if cut is None:  # one event larger than a block, or a run of whitespace: read on
+                if not self._squeeze():
+                    self._block *= 2
                 continue
             result, next_lo = cut
             self._lo = next_lo
@@ -126,6 +129,29 @@ class EventStream:
             raise NotATrace("the document is not a JSON object with traceEvents")
         self.head = head
         self._lo = m.end() - 1  # the '['
+
+    def _squeeze(self) -> bool:
+        """Shorten every long run of whitespace between tokens after the next event's start to one space (a
+        string's content is left as it is): whatever the whitespace, the buffer holds what the events need.
+        True if it freed at least a quarter of the buffered bytes."""
+        buf, lo, hi = self._buf, self._lo, self._hi
+        out, kept, write = [], lo + 1, lo + 1
+        for m in _TOKEN_OR_SPACE.finditer(buf, lo + 1, hi):
+            if m.group(0) == b'"':
+                break  # a string that does not end in the buffer: what follows may be inside it
+            if m.lastgroup == "space":
+                out.append((kept, m.start()))
+                kept = m.end() - 1  # keep one space
+        if not out:
+            return False
+        for a, b in out + [(kept, hi)]:
+            size = b - a
+            buf[write:write + size] = buf[a:b]
+            write += size
+        freed = hi - write
+        self._hi = write
+        self._consumed += freed  # error offsets past a squeezed run are approximate by this much
+        return freed * 4 >= hi - lo
 
     # -- cutting -------------------------------------------------------------------------
     def _decode_span(self, decode: Callable[[memoryview], T], last: int) -> T:

@@ -30,6 +30,7 @@ _UNFINISHED = re.compile(rb"\}\s*(?:,\s*)?\Z")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _HEAD = 64 << 20
+_WINDOW_MAX = 16 << 20
 _TAIL = 1 << 20
 
 
@@ -134,7 +135,7 @@ def _boundary(fh, lo: int, limit: int) -> tuple[int, int] | None:
             return None  # the end of the file
         unfinished = _UNFINISHED.search(chunk)  # a boundary the window cut: read again from its `}`
         pos += unfinished.start() if unfinished is not None else len(chunk)
-        window *= 2
+        window = min(window * 2, _WINDOW_MAX)  # a long run of whitespace is read in pieces, not at once
     return None
 
 
