@@ -102,6 +102,11 @@ def main() -> None:
     prompt_slot = torch.tensor([args.decode], device=dev)
     with torch.inference_mode():
         decode = graphed(lambda: model(tokens, slots, position, max_len), dev)
+        chunk_tokens = torch.zeros(1, max(args.chunk, 1), dtype=torch.long, device=dev)
+        chunk_start = torch.zeros(1, dtype=torch.long, device=dev)
+        # a chunk of fixed size attends over the whole cache window (masked): static shapes, one graph as well
+        prefill_chunk = graphed(lambda: model(chunk_tokens, prompt_slot, chunk_start, max_len), dev) \
+            if args.chunk else None
         pending, done = 0, 0
         for step in range(args.steps):
             if step % args.every == args.every // 2:
@@ -111,7 +116,12 @@ def main() -> None:
             with torch.profiler.record_function(name):
                 if take:   # the arriving prompt, in the same step as the decodes
                     prompt = torch.randint(0, 32000, (1, take), device=dev)
-                    model(prompt, prompt_slot, torch.tensor([done], device=dev), done + take)
+                    if take == args.chunk:
+                        chunk_tokens.copy_(prompt)
+                        chunk_start.fill_(done)
+                        prefill_chunk()
+                    else:
+                        model(prompt, prompt_slot, torch.tensor([done], device=dev), done + take)
                     pending, done = pending - take, done + take
                 logits = decode()
                 tokens.copy_(logits.argmax(-1, keepdim=True))   # sampled on the GPU: the host does not wait
