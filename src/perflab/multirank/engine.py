@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from perflab.errors import PerflabError
-from perflab.multirank import store
+from perflab.multirank.store import is_url, summary_cached
 from perflab.multirank.tasks import rank_summary
 
 READER_BYTES_PER_FILE_BYTE = 6      # a plain JSON trace in memory, read and analysed (gzip: times its ratio)
@@ -56,7 +56,7 @@ def plan(files: list[str], scheduler: str | None = None, step: int | None = None
     if forced.isdigit() and _has_dask():  # 0: in this process; N: a local cluster of N
         n = int(forced)
         return Plan("local", workers=n, memory_per_worker=_available_memory() // n) if n else Plan("in-process")
-    todo = [f for f in files if not store.summary_cached(f, step)]  # a cached summary is read, not made
+    todo = [f for f in files if not summary_cached(f, step)]  # a cached summary is read, not made
     sizes = [_size(f) for f in todo]
     budget = max((_reader_bytes(f, s) for f, s in zip(todo, sizes)), default=0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -172,7 +172,7 @@ def _has_dask() -> bool:
 
 
 def _size(path: str) -> int:
-    if store.is_url(path):
+    if is_url(path):
         return 0
     try:
         return os.stat(path.removeprefix("file://")).st_size
