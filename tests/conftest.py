@@ -344,6 +344,17 @@ def assert_inputs_follow_the_seed(module, keys=("a", "b")) -> None:
     assert not torch.equal(one[keys[0]], other[keys[0]])
 
 
+def assert_sized_for_the_device(module, monkeypatch) -> None:
+    """A workload's setup asks perflab.workloads.sizes for its size with its own SIZE and SMOKE_SIZE (SMOKE_SIZE
+    on the CPU), so the size a tool patches into SIZE is the one a GPU run uses."""
+    from perflab.workloads import sizes
+
+    asked, pick = [], sizes.pick
+    monkeypatch.setattr(sizes, "pick", lambda device, size, smoke: asked.append((str(device), size, smoke))
+                        or pick(device, size, smoke))
+    module.setup("cpu", 0)
+    assert asked and all(a == ("cpu", module.SIZE, module.SMOKE_SIZE) for a in asked)
+
 @pytest.fixture
 def straggler_recording(tmp_path):
     """The DDP example with 5 ms of host work on rank 1 (tests/data/multigpu/h200x2, 2 x H200) as a recording:

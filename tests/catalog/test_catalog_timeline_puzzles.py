@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shipped_file
+from conftest import assert_sized_for_the_device, shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -117,10 +117,10 @@ def test_puzzle_folder_has_readme_and_variants(pid):
 # ---------------------------------------------------------------------------------------- workloads
 
 @pytest.mark.parametrize("pid", PUZZLES)
-def test_variants_share_sizes(pid):
+def test_variants_share_sizes(pid, monkeypatch):
     w, s, st = (load(pid, v) for v in VARIANTS)
     assert w.SIZE == s.SIZE == st.SIZE and w.SMOKE_SIZE == s.SMOKE_SIZE == st.SMOKE_SIZE
-    assert w._size("cpu") == w.SMOKE_SIZE and w._size("cuda") in (w.SIZE, w.SMOKE_SIZE)
+    assert_sized_for_the_device(w, monkeypatch)
 
 
 TOLERANCE = {"operator-hotspot": (2e-2, 5e-2), "batch-size-knee": (1e-3, 1e-4)}

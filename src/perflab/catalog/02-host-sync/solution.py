@@ -15,7 +15,7 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "02-host-sync")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, EOS, PAD, _size, _build, forward_token = (_w.SIZE, _w.SMOKE_SIZE, _w.EOS, _w.PAD, _w._size,
+SIZE, SMOKE_SIZE, EOS, PAD, _build, forward_token = (_w.SIZE, _w.SMOKE_SIZE, _w.EOS, _w.PAD,
                                                             _w._build, _w.forward_token)
 
 

@@ -23,15 +23,11 @@ EOS = 2
 PAD = -1
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights, prompt token and initial hidden state, deterministic from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator().manual_seed(int(seed))
     d, v, n_layers = size["dim"], size["vocab"], size["layers"]
 

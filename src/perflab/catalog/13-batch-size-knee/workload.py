@@ -20,15 +20,11 @@ SIZE = {"requests": 2048, "dim": 1024, "hidden": 4096}
 SMOKE_SIZE = {"requests": 24, "dim": 32, "hidden": 64}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights and the N waiting requests, drawn on the device from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     d, f = size["dim"], size["hidden"]
 

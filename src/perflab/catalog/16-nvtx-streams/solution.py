@@ -18,8 +18,8 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "16-nvtx-streams")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, _build, patchify, model, postprocess = (
-    _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.patchify, _w.model, _w.postprocess)
+SIZE, SMOKE_SIZE, _build, patchify, model, postprocess = (
+    _w.SIZE, _w.SMOKE_SIZE, _w._build, _w.patchify, _w.model, _w.postprocess)
 
 
 def preprocess(state: dict):

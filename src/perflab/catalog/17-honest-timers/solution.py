@@ -20,7 +20,7 @@ import contextlib
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "17-honest-timers")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, PARTS, _size, _build, postprocess = (_w.SIZE, _w.SMOKE_SIZE, _w.PARTS, _w._size, _w._build,
+SIZE, SMOKE_SIZE, PARTS, _build, postprocess = (_w.SIZE, _w.SMOKE_SIZE, _w.PARTS, _w._build,
                                                        _w.postprocess)
 
 

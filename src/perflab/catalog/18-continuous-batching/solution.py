@@ -14,7 +14,7 @@ from collections import deque
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "18-continuous-batching")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, LENGTH_SEED, _size, lengths, _build, run = (_w.SIZE, _w.SMOKE_SIZE, _w.LENGTH_SEED, _w._size,
+SIZE, SMOKE_SIZE, LENGTH_SEED, lengths, _build, run = (_w.SIZE, _w.SMOKE_SIZE, _w.LENGTH_SEED,
                                                               _w.lengths, _w._build, _w.run)
 
 

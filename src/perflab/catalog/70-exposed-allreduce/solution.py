@@ -9,18 +9,18 @@ DistributedDataParallel does the same with its buckets (bucket_cap_mb) and its a
 """
 from __future__ import annotations
 
-from perflab.workloads import siblings
+from perflab.workloads import siblings, sizes
 from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "70-exposed-allreduce")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.loss_of
+SIZE, SMOKE_SIZE, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w.loss_of
 
 
 def setup(device: str, seed: int) -> dict:
     import torch
     import torch.distributed as dist
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h, n = size["hidden"], size["layers"]
     dtype = torch.bfloat16

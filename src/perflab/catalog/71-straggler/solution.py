@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import collections
 
-from perflab.workloads import siblings
+from perflab.workloads import siblings, sizes
 from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "71-straggler")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, score = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.score
+SIZE, SMOKE_SIZE, score = _w.SIZE, _w.SMOKE_SIZE, _w.score
 
 PENDING = 64   # steps of log kept on the device until read
 
@@ -21,7 +21,7 @@ PENDING = 64   # steps of log kept on the device until read
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     dtype = torch.bfloat16
     h, c = size["hidden"], size["classes"]

@@ -8,17 +8,17 @@ forward prefetch does the same.
 """
 from __future__ import annotations
 
-from perflab.workloads import siblings
+from perflab.workloads import siblings, sizes
 from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "73-nccl-timeline")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, gather, finish = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.gather, _w.finish
+SIZE, SMOKE_SIZE, gather, finish = _w.SIZE, _w.SMOKE_SIZE, _w.gather, _w.finish
 
 
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h = size["hidden"]
     dtype = torch.bfloat16
