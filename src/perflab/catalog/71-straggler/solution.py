@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import collections
 
-from perflab.workloads import siblings, sizes
-from perflab.workloads.ranks import rank_and_world
+from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "71-straggler")   # this puzzle's workload.py: what the fix keeps
 SIZE, SMOKE_SIZE, score = _w.SIZE, _w.SMOKE_SIZE, _w.score
@@ -19,20 +18,10 @@ PENDING = 64   # steps of log kept on the device until read
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    size = sizes.pick(device, SIZE, SMOKE_SIZE)
-    rank, world = rank_and_world()
-    dtype = torch.bfloat16
-    h, c = size["hidden"], size["classes"]
-    gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
-    weights = [(torch.randn(h, h, generator=gen, device=device) / h ** 0.5).to(device, dtype) for _ in range(size["layers"])]
-    head = (torch.randn(h, c, generator=gen, device=device) / h ** 0.5).to(device, dtype)
-    shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's requests
-    x = torch.randn(size["batch"], h, generator=shard, device=device).to(device, dtype)
-    return {"size": size, "rank": rank, "world": world, "weights": weights, "head": head, "x": x,
-            "out": torch.zeros(c, device=device, dtype=torch.float32),
-            "pending": collections.deque(maxlen=PENDING)}
+    state = _w.setup(device, seed)           # the same model and shards
+    del state["log"]                         # no lines kept in the step: read_log formats them
+    state["pending"] = collections.deque(maxlen=PENDING)
+    return state
 
 
 def read_log(state: dict) -> list[str]:
