@@ -236,6 +236,15 @@ class Engine:
         self._waiting.append(waiting)
 
     # -- results -------------------------------------------------------------------------------------
+    def serve(self, schedule: Any) -> Any:
+        """The whole stream served once, from the start, by `schedule(self)`: what outputs() then returns."""
+        import torch
+
+        self.reset()
+        with torch.no_grad():
+            schedule(self)
+        return self.outputs()
+
     def outputs(self) -> Any:
         """[N, longest] int64 on the CPU: each request's generated tokens in order, -1 after its end (with
         `answers`: float32, each token's top logit, NaN after its end)."""

@@ -64,19 +64,8 @@ def serve(engine: serving.Engine) -> None:
             engine.release(slot)
 
 
-def run(state: dict, schedule):
-    """The whole stream served once by ``schedule(engine)``: every request's tokens."""
-    import torch
-
-    engine = state["engine"]
-    engine.reset()
-    with torch.no_grad():
-        schedule(engine)
-    return engine.outputs()
-
-
 def step(state: dict):
-    return run(state, serve)
+    return state["engine"].serve(serve)   # the whole stream, from the start
 
 
 # The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).

@@ -89,19 +89,8 @@ def serve(engine: serving.Engine) -> None:
         engine.decode()            # no request running: the server idles one forward until the next arrives
 
 
-def run(state: dict, schedule):
-    """The whole stream served once by ``schedule(engine)``: every request's per-token scores."""
-    import torch
-
-    engine = state["engine"]
-    engine.reset()
-    with torch.no_grad():
-        schedule(engine)
-    return engine.outputs()
-
-
 def step(state: dict):
-    return run(state, serve)
+    return state["engine"].serve(serve)   # the whole stream, from the start
 
 
 # The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).
