@@ -16,8 +16,7 @@ SIZE, SMOKE_SIZE, LENGTH_SEED, lengths, arrivals, _build, busy, free_slots = (
     _w.free_slots)
 
 
-def setup(device: str, seed: int) -> dict:
-    return _build(device, seed)
+setup = _w.setup   # the same engine and request stream as workload.py
 
 
 def serve(engine) -> None:
