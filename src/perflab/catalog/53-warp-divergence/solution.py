@@ -4,12 +4,7 @@ of channel w (lane l -> element 8*l + w). Every warp now takes one branch with a
 A warp's loads become strided by 8 floats, but the block reads the same 1 KB as before (L1 hits)
 and the kernel is compute-bound: the price is nothing next to 8x fewer issued instructions.
 
-The slow version:
-
-A per-channel activation mix: channel c of the interleaved [N/8, 8] tensor goes through one of 8
-different iterated functions (think of 8 heads with different nonlinearities). One thread per
-element, so lane l of a warp handles channel l % 8: every warp contains all 8 channels and executes
-all 8 loops one after another, each with only 4 of its 32 lanes active.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32).
 """

@@ -3,13 +3,7 @@
 the recording's H100, no stack frame): 6 blocks per SM instead of 8, but no local-memory traffic.
 Same code, same results.
 
-The slow version:
-
-A polynomial feature expansion: each element x feeds 64 running accumulators over 32 steps
-(acc[j] = acc[j] * x + c[j, it]), then a weighted sum. 64 live floats per thread, plus indices and
-pointers. Someone asked for "full occupancy" with __launch_bounds__(256, 8): 8 blocks of 256 threads
-per SM leaves 65536 / 2048 = 32 registers per thread, so the compiler spills the accumulators to
-local memory and every FMA of the inner loop goes through a load and a store.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32).
 """

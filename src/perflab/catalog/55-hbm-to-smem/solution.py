@@ -4,13 +4,7 @@ More bytes in flight per SM: 16-byte (float4) loads, four of them per thread bef
 synchronizes (64 B per thread, 16 KB per block), and eight blocks per SM: 128 KB in flight per SM
 instead of 4 KB. Same data into shared memory, same sum (in another order: fp64 total, rtol 1e-5).
 
-The slow version:
-
-Stream a 512 MB fp32 buffer from HBM into shared memory and consume it there (a sum, so nothing is
-optimized away): the classic "how fast can SMs pull data into SMEM" test. Four blocks of 256
-threads per SM; each iteration every thread loads ONE float into the tile, the block synchronizes,
-reads the tile, synchronizes again. Each SM has 4 KB in flight at a time: far too little to cover
-the DRAM latency, so the test reports a fraction of the HBM bandwidth.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> total`` ([1] fp64).
 """

@@ -3,13 +3,7 @@ of 12288. The 48 KB buffer allowed 4 blocks (8 warps) per SM, 12.5 % of the warp
 16-byte loads in flight to cover DRAM latency; with 256 bytes the SM holds 32 blocks (64 warps, its
 maximum). Same code, same reduction order, same results.
 
-The slow version:
-
-Row statistics for RMSNorm: out[r] = sum of x[r, :]**2 over 16384 rows of 4096 fp32 values (256 MB), one
-block of 64 threads per row. Each thread streams its share of the row in 16-byte loads, one load in flight
-at a time, and the block reduces the 64 partial sums in shared memory. The kernel was cut down from a tiled
-version that staged 48 KB of the row per block in shared memory; the staging is gone, the buffer is not:
-__shared__ float stage[12288] is still declared, and only its first 64 entries are used.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([ROWS] fp32).
 """

@@ -3,14 +3,7 @@ BLOCKS_PER_SM), each thread striding over all particles, so every SM gets 1/SMs 
 one chunk each plus one SM doing a second chunk alone. Each particle gets the same 128 steps in the same
 order: the same results.
 
-The slow version:
-
-A damped-oscillator particle update: each particle (x, v) takes 128 explicit steps
-(v += dt * (-k x - c v), x += dt v), a pure FP32 FMA workload. The particles come in chunks of 262144;
-one block of 1024 threads integrates one chunk, each thread 16 particles at a time (16 independent chains
-keep the FMA pipes busy). Those 16 (x, v) pairs take over 32 registers per thread, so one block fills an
-SM's register file: one block per SM. This run has one chunk more than the GPU has SMs (the chunk count is
-taken from the device, so the effect shows on any GPU): a full wave of blocks, then one block alone.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32 positions).
 """
