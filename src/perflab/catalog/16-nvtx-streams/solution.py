@@ -39,6 +39,7 @@ def preprocess(state: dict):
 setup = _w.setup   # the same frames and model as workload.py
 
 
+# step as in workload.py, written out here: it must call this file's preprocess.
 def step(state: dict):
     import torch
     from torch.profiler import record_function

@@ -56,6 +56,7 @@ def select(state: dict) -> None:
 setup = _w.setup   # the same inputs as workload.py
 
 
+# step as in workload.py, written out here: it must call this file's encode and select.
 def step(state: dict):
     import torch
 

@@ -23,6 +23,7 @@ BATCH, M, N, K = 2304, 144, 144, 256
 TILE_M, TILE_N, WARPS_M, WARPS_N = 48, 48, 1, 1
 
 
+# setup and step as in workload.py, written out here: they must build and launch this file's tile (TILE_*, WARPS_*).
 def setup(device: str, seed: int) -> dict:
     import torch
 
