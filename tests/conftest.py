@@ -240,7 +240,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
                                                                step_us=430.0))
         (art / "manifest.json").write_text(json.dumps({
             "gpu": GPU_NAME, "cc": "9.0", "driver": "580.00", "cuda": "13.0", "torch": "2.11.0", "python": "3.12.3",
-            "perflab": "0.1.0", "date": RECORD_DATE, "command": "scripts/record_artifacts.py", "host": "h100"}))
+            "perflab": "0.1.0", "date": RECORD_DATE, "command": "scripts/record.py puzzle", "host": "h100"}))
         (art / "measurements.json").write_text(json.dumps({
             "slow": {"median_ms": 1.0, "samples_ms": [1.0, 1.01, 0.99]},
             "solution": {"median_ms": 0.4, "samples_ms": [0.4, 0.41, 0.39]},

@@ -3,7 +3,7 @@
 Each puzzle's workload.py (slow), solution.py and starter.py are loaded by path, the way the runner
 and the checker load them, and run with setup("cpu", seed) + step at their SMOKE_SIZE. The GPU
 paths (pinned buffers, side streams, torch.compile) run on the device machine
-(scripts/record_artifacts.py); the stream pipeline of copy-compute-overlap also runs here with
+(scripts/record.py puzzle); the stream pipeline of copy-compute-overlap also runs here with
 stand-in streams and events that check the ordering.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each puzzle's workload.py (slow), solution.py and starter.py are loaded by path (the way the
 runner and the checker load them) and run with setup("cpu", seed) + step. On device "cpu" the
 workloads use their SMOKE_SIZE, so every run here takes milliseconds. The GPU paths (CUDA graphs,
-pinned memory, streams) run on the device machine (tests/gpu, scripts/record_artifacts.py).
+pinned memory, streams) run on the device machine (tests/gpu, scripts/record.py puzzle).
 """
 from __future__ import annotations
 

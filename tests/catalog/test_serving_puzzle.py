@@ -249,7 +249,7 @@ def test_the_puzzle_toml():
 RECORDED = replay.recording(PUZZLE).has("slow")
 
 
-@pytest.mark.skipif(not RECORDED, reason="not recorded yet: python3 scripts/record_artifacts.py continuous-batching")
+@pytest.mark.skipif(not RECORDED, reason="not recorded yet: python3 scripts/record.py puzzle continuous-batching")
 def test_the_recording_shows_the_cause_and_its_fix():
     """What the doctor's planted-finding test checks for trace puzzles (tests/catalog/test_puzzle_catalog.py), from the
     evidence that can see this cause: the engine's log."""

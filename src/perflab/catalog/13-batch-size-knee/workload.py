@@ -6,7 +6,7 @@ are waiting (``state["requests"]`` [N, 1024] fp32); the server runs the model on
 separately (batch size 1) and returns all N outputs [N, 1024] fp32.
 
 ``forward(state, x)`` runs the model on a batch x [B, 1024]; ``make_batch(state, batch, seed)``
-builds a random batch of any size (scripts/record_batch_sweep.py uses both for the sweep).
+builds a random batch of any size (scripts/record.py batch-sweep uses both for the sweep).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 """

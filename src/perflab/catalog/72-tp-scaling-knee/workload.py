@@ -9,7 +9,7 @@ once per batch size into a CUDA graph (all-reduces included), so the host launch
 step: what remains is GPU time.
 
 ``forward(state, x)`` and ``make_batch(state, batch, seed)`` serve any batch the same way (the
-batch-size sweep at 1 and N GPUs that scripts/record_artifacts.py records into artifacts/sweep.json).
+batch-size sweep at 1 and N GPUs that scripts/record.py puzzle records into artifacts/sweep.json).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """The interconnect lesson as a recorded sweep: one all-reduce bus-bandwidth sweep per NCCL setting.
 
-    python3 scripts/record_interconnect_sweep.py --out DIR/interconnect.json [--gpus 2] [--budget-s 80]
-                                                 [--max-bytes B] [--settings default,p2p_off,ring,tree]
+    record.py interconnect --out DIR/interconnect.json [--gpus 2] [--budget-s 80] [--max-bytes B]
+                           [--settings default,p2p_off,ring,tree]
 
 Runs perflab.toolkit.bench.allreduce under torchrun (--nproc-per-node GPUS) once per setting, small to
 large messages (4 KiB .. 256 MiB, x16), with only the environment changed:
@@ -21,24 +20,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+from recorders.common import child_env
 
-from perflab.analysis.multigpu.interconnect import SCHEMA, SETTINGS  # noqa: E402
+from perflab.analysis.multigpu.interconnect import SCHEMA, SETTINGS  # noqa: E402  (common put this tree's src first)
 
 _TRANSPORT = re.compile(r"via (P2P|SHM|NET|NVLS|COLLNET)\S*|NCCL version \S+|Using network \S+")
 
 
 def run_setting(name: str, env_extra: dict, gpus: int, out: Path, timeout: float, max_bytes: int) -> dict:
-    env = {**os.environ, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"), "NCCL_DEBUG": "INFO",
-           "NCCL_DEBUG_SUBSYS": "INIT", **env_extra}
+    env = child_env(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT", **env_extra)
     path = out.with_name(f"{out.stem}.{name}.json")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
            "--module", "perflab.toolkit.bench.allreduce", "--out", str(path), "--min-bytes", str(1 << 12),
@@ -60,8 +56,8 @@ def run_setting(name: str, env_extra: dict, gpus: int, out: Path, timeout: float
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str], prog: str = "record.py interconnect") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=80.0)
@@ -90,7 +86,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {r.get('error') or 'ok'} ({r['seconds']} s) {r.get('transport_lines', [])[:3]}", flush=True)
     args.out.write_text(json.dumps(doc, indent=1))
     return 0 if all("sweep" in r for r in doc["settings"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

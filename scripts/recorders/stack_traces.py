@@ -1,6 +1,8 @@
 """Record torch.profiler traces of the stacks inference engineers run (on the GPU machine).
 
-    source scripts/device_env.sh && python3 scripts/record_stack_traces.py --out $OUT/stacks [NAME ...]
+    python3 scripts/recorders/stack_traces.py --out DIR [--budget-s S] [NAME ...]
+
+(`record.py stacks` and `record.py graph-capture` run it, each as a process of its own under a time limit.)
 
 Each recording runs the programs of examples/stacks/ the way their users do and profiles them with
 plain torch.profiler (record_shapes on), independent of perflab's own hooks: these traces are
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name: str):
@@ -63,13 +65,14 @@ def block_recording(kind: str, mode: str, cold: bool, calls: int = 12):
 
 def graphed_decode(path: Path) -> dict:
     from perflab.workloads import llama
+    from perflab.workloads.cuda_graph import capture
 
     batch, steps = 16, 60
     model = llama.build(llama.LLAMA_3_2_1B, "cuda", 0, batch=batch, max_seq=512)
     tokens = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
     positions = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
     with torch.inference_mode():
-        graph, logits = llama.capture(lambda: model.forward_slots(tokens, positions))
+        graph, logits = capture(lambda: model.forward_slots(tokens, positions))
 
         def step():
             graph.replay()
@@ -88,6 +91,7 @@ def graphed_decode_capture(path: Path) -> dict:
     """The graphed decode with its capture inside the window: the profiler runs from before torch.cuda.graph
     captures the forward (with the two warm-up calls on a side stream) through 20 replays."""
     from perflab.workloads import llama
+    from perflab.workloads.cuda_graph import capture
 
     batch, steps = 16, 20
     model = llama.build(llama.LLAMA_3_2_1B, "cuda", 0, batch=batch, max_seq=512)
@@ -96,7 +100,7 @@ def graphed_decode_capture(path: Path) -> dict:
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.inference_mode(), torch.profiler.profile(activities=acts, record_shapes=True) as prof:
-        graph, logits = llama.capture(lambda: model.forward_slots(tokens, positions))
+        graph, logits = capture(lambda: model.forward_slots(tokens, positions))
         positions.fill_(100)
         torch.cuda.synchronize()
         for _ in range(steps):
@@ -149,7 +153,7 @@ RECORDINGS = {
     "block_fn_max_autotune": block_recording("function", "max-autotune", False),
 }
 
-# Windows that hold a CUDA graph's capture (scripts/record_graph_capture.sh): recorded only when named.
+# Windows that hold a CUDA graph's capture (`record.py graph-capture`): recorded only when named.
 CAPTURE_RECORDINGS = {
     "graphed_decode_capture": graphed_decode_capture,
     "block_module_reduce_overhead_cold": block_recording("module", "reduce-overhead", True, calls=8),

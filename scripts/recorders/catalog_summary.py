@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
-"""Summarize the fix checks recorded with every puzzle (scripts/record_artifacts.py runs them on the GPU
-machine: the solution must pass, the unchanged starter must fail) as one Markdown table.
+"""Summarize the fix checks recorded with every puzzle (`record.py puzzle` runs them on the GPU machine: the
+solution must pass, the unchanged starter must fail) as one Markdown table. No GPU needed.
 
-    python3 scripts/catalog_summary.py        # exit 1 when a recorded check is wrong or a puzzle is unrecorded
-    python3 scripts/catalog_summary.py --checks A.jsonl [B.jsonl ...]
+    record.py catalog-summary        # exit 1 when a recorded check is wrong or a puzzle is unrecorded
+    record.py catalog-summary --checks A.jsonl [B.jsonl ...]
 
---checks summarizes live re-checks instead (the JSON lines of `scripts/check_catalog_gpu.py --jsonl`,
-one file per machine or call; a later line for a puzzle replaces an earlier one).
+--checks summarizes live re-checks instead (the JSON lines of `record.py catalog-check --jsonl`, one file per
+machine or call; a later line for a puzzle replaces an earlier one).
 """
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-
+import recorders.common  # noqa: F401  (this tree's src first)
 from perflab.puzzles.engine import catalog, replay  # noqa: E402
 
 
@@ -61,15 +59,21 @@ def live_rows(files: list[Path]) -> int:
     return 0 if good == checked == total else 1
 
 
-def main() -> int:
-    if sys.argv[1:2] == ["--checks"]:
-        files = [Path(a) for a in sys.argv[2:]]
+def main(argv: list[str], prog: str = "record.py catalog-summary") -> int:
+    if argv in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if argv[:1] == ["--checks"]:
+        files = [Path(a) for a in argv[1:]]
         missing = [str(f) for f in files if not f.is_file()]
         if not files or missing:
-            print(f"catalog_summary.py: error: --checks needs JSON-lines files ({', '.join(missing) or 'none given'})",
+            print(f"{prog}: error: --checks needs JSON-lines files ({', '.join(missing) or 'none given'})",
                   file=sys.stderr)
             return 2
         return live_rows(files)
+    if argv:
+        print(f"{prog}: error: unknown arguments {' '.join(argv)} (--checks FILE ... or none)", file=sys.stderr)
+        return 2
     print("| puzzle | recorded on | statistic | slow/fixed (95 % CI low) | bar | solution | starter |")
     print("|---|---|---|---|---|---|---|")
     rows = [row(p) for p in catalog.load_catalog([catalog.BUILTIN])]
@@ -78,7 +82,3 @@ def main() -> int:
     good = sum(ok for _, ok in rows)
     print(f"\n{good} of {len(rows)} puzzles: recorded, solution passes, starter fails")
     return 0 if good == len(rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

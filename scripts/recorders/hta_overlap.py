@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Record HTA 0.5.0's comm/comp overlap on the multi-rank peer traces as a test fixture.
+"""Record HTA 0.5.0's comm/comp overlap on the multi-rank peer traces as a test fixture (no GPU).
 
-    python scripts/record_hta_comm_expected.py     # writes tests/data/kineto/hta_comm_expected.json
+    record.py hta-overlap     # writes tests/data/kineto/hta_comm_expected.json
 
 HTA runs in .bench/hta-venv (benchmarks/doctor_vs_hta.py creates it); its numbers are stored so CI
 compares perflab.analysis.multigpu.collectives.hta_comm_comp_overlap against HTA without installing HTA.
@@ -13,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from doctor_vs_hta import HTA_PY, PEER, ensure_hta
+from doctor_vs_hta import HTA_PY, PEER, ensure_hta  # noqa: E402
 
 HTA_OVERLAP = r'''
 import json, logging, os, sys, tempfile, warnings
@@ -35,7 +34,10 @@ CASES = {
 }
 
 
-def main() -> int:
+def main(argv: list[str], prog: str = "record.py hta-overlap") -> int:
+    if argv:
+        print(f"usage: {prog}\n\n{__doc__}")
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     ensure_hta()
     out = {"hta": "holistictraceanalysis==0.5.0", "function": "TraceAnalysis.get_comm_comp_overlap", "cases": {}}
     for key, files in CASES.items():
@@ -49,7 +51,3 @@ def main() -> int:
     dest.write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", dest)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Measure the fp8 weight-only configurations of the fp8-weight-only puzzle on the GPU machine.
 
-    python3 scripts/fp8_configs.py --out DIR [--layers 28] [--new-tokens 32] [--linear CONFIGS]
-    python3 scripts/fp8_configs.py --worker CONFIG --out DIR      (one configuration, what the parent runs)
+    record.py fp8-configs --out DIR [--layers 28] [--new-tokens 32] [--linear CONFIGS]
+    record.py fp8-configs --worker CONFIG --out DIR      (one configuration, what the parent runs)
 
 A Llama-3.2-3B-shaped decoder (perflab/workloads/llama.py, random weights), batch 1, bf16 activations,
 under each configuration: none (bf16), torchao Float8WeightOnlyConfig, torchao
@@ -29,13 +28,10 @@ import json
 import platform
 import statistics
 import subprocess
-import sys
 import time
-import traceback
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+from recorders.common import REPO, record_py
 
 import torch  # noqa: E402
 
@@ -169,8 +165,8 @@ def worker(name: str, out: Path, cfg: dict, new_tokens: int, linear: bool) -> in
 
 def run_worker(name: str, args: argparse.Namespace) -> tuple[dict, dict | None]:
     """Start a fresh Python process for one configuration; its rows, or the error it ended with."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--out", str(args.out),
-           "--layers", str(args.layers), "--new-tokens", str(args.new_tokens)]
+    cmd = [*record_py("fp8-configs", "--worker", name, "--out", args.out, "--layers", args.layers,
+                      "--new-tokens", args.new_tokens)]
     if name in args.linear.split(","):
         cmd.append("--with-linear")
     row_file, lin_file = args.out / f"row-{name}.json", args.out / f"linear-{name}.json"
@@ -190,8 +186,8 @@ def run_worker(name: str, args: argparse.Namespace) -> tuple[dict, dict | None]:
     return row, lin
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str], prog: str = "record.py fp8-configs") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--new-tokens", type=int, default=32, help="new tokens of the eager generate")
@@ -200,7 +196,7 @@ def main() -> int:
     ap.add_argument("--worker-timeout", type=float, default=90.0, help="seconds per configuration's process")
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
     ap.add_argument("--with-linear", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     cfg = dict(llama.LLAMA_3_2_3B, layers=args.layers)
     if args.worker:
@@ -213,7 +209,7 @@ def main() -> int:
     doc = {"schema": "perflab.fp8-configs/2", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "torchao": tao, "python": platform.python_version(),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python3 scripts/fp8_configs.py " + " ".join(sys.argv[1:]),
+           "command": "python3 scripts/record.py fp8-configs " + " ".join(argv),
            "method": "one fresh process per configuration (model_rows[*].process)",
            "model": {"shape": "Llama-3.2-3B", **cfg, "batch": 1, "dtype": "bfloat16", "weights": "random"},
            "linear_8192": [], "model_rows": []}
@@ -226,6 +222,3 @@ def main() -> int:
         path.write_text(json.dumps(doc, indent=1))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """What the doctor says, rank by rank, on recorded multi-GPU puzzles: the planted cause first on the slow
 ranks, gone on the fix. No GPU needed (it reads the recorded per-rank traces).
 
-    python3 scripts/check_multigpu_doctor.py [IDS...] [--root DIR] [--jsonl FILE]
+    record.py multigpu-doctor [IDS...] [--root DIR] [--jsonl FILE]
 
---root: a recording's folder of <NN-slug>/artifacts/ (scripts/record_artifacts.py --out DIR), default the
-catalog. One JSON line per puzzle (stdout, and appended to --jsonl): per variant and rank the doctor's ids
+--root: a recording's folder of <NN-slug>/artifacts/ (`record.py puzzle --out DIR`), default the catalog; ids:
+default every multi-GPU puzzle of the catalog. One JSON line per puzzle (stdout, and appended to --jsonl): per variant and rank the doctor's ids
 with gains, its comm-below-roof / pipeline-bubble evidence when present, and the verdicts
 planted_first_on (ranks of slow where the planted id comes first) and planted_on_fix (ranks of the solution
 that still report it). A puzzle without recorded ranks says so. Exit 0 when every puzzle read had its
@@ -15,17 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-
-from perflab.doctor import diagnose  # noqa: E402
+import recorders.common  # noqa: F401  (this tree's src first)
 from perflab.puzzles.engine import catalog  # noqa: E402
 from perflab.trace.kineto import load_ranks  # noqa: E402
 
-MULTI_GPU = ("exposed-allreduce", "straggler", "tp-scaling-knee", "nccl-timeline")
 SHOWN = ("comm-below-roof", "pipeline-bubble", "comm-not-overlapped", "load-imbalance")
 
 
@@ -58,15 +52,20 @@ def check(p, root: Path | None) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("ids", nargs="*", default=list(MULTI_GPU))
+def multi_gpu(puzzles: list) -> list[str]:
+    """The ids of the catalog's puzzles that run on more than one GPU."""
+    return [p.id for p in puzzles if p.requirements.gpus > 1]
+
+
+def main(argv: list[str], prog: str = "record.py multigpu-doctor") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    ap.add_argument("ids", nargs="*", help="puzzle ids (default: every multi-GPU puzzle)")
     ap.add_argument("--root", type=Path, help="a recording folder of <NN-slug>/artifacts/ (default: the catalog)")
     ap.add_argument("--jsonl", type=Path, help="append one JSON line per puzzle")
     args = ap.parse_args(argv)
     puzzles = catalog.load_catalog()
     good = True
-    for pid in args.ids:
+    for pid in args.ids or multi_gpu(puzzles):
         p = catalog.find(puzzles, pid)
         if args.root and not (args.root / p.folder.name).is_dir():
             row = {"puzzle": p.id, "verdict": f"not in {args.root}"}
@@ -79,7 +78,3 @@ def main(argv: list[str] | None = None) -> int:
             with args.jsonl.open("a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
     return 0 if good else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

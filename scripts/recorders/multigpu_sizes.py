@@ -1,9 +1,14 @@
-#!/usr/bin/env python3
 """Time the multi-GPU puzzles' slow workload against their solution at other sizes (an experiment, not a check).
 
-    torchrun --standalone --nproc-per-node 2 scripts/multigpu_variants.py [--only ID,...] [--json OUT]
+    record.py multigpu-sizes [--gpus 2] [--budget-s 540] [--no-gpu-tests] [--return-to DIR]
 
-For each puzzle and each candidate size, both variants are set up side by side on every rank and timed in
+Runs this file under torchrun three times, with the NCCL streams at normal priority, at high priority
+(TORCH_NCCL_HIGH_PRIORITY=1; 70, 73, 76) and with one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1; 70, 73),
+then the gpu-marked multi-GPU tests: multigpu-sizes/{topology.txt, normal.json, high_priority.json,
+one_queue.json, *.log, pytest.log}, packed into DIR with --return-to.
+
+Under torchrun (`torchrun --standalone --nproc-per-node 2 scripts/recorders/multigpu_sizes.py [--only ID,...]
+[--json OUT]`): for each puzzle and each candidate size, both variants are set up side by side on every rank and timed in
 interleaved rounds (CUDA events, a barrier before each round; the job's step is the slowest rank's). Prints
 one line per (puzzle, size): slow ms, fix ms, their ratio (median over rounds and its range). Rank 0 writes
 the rows as JSON with --json. Set TORCH_NCCL_HIGH_PRIORITY=1 to put every NCCL stream at high priority, so a
@@ -19,7 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-CATALOG = Path(__file__).resolve().parents[1] / "src" / "perflab" / "catalog"
+CATALOG = Path(__file__).resolve().parents[2] / "src" / "perflab" / "catalog"
+RUNS = (   # name, extra environment, puzzles (folder prefixes; none: all), seconds
+    ("normal", {}, "", 200),
+    ("high_priority", {"TORCH_NCCL_HIGH_PRIORITY": "1"}, "70-,73-,76-", 120),
+    ("one_queue", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "70-,73-", 90),
+)
+GPU_TESTS = ("tests/gpu/test_multigpu_gpu.py", "tests/gpu/test_multigpu_puzzles_gpu.py")
 
 # puzzle folder -> candidate sizes (the shipped SIZE first); "solution" keys patch the solution module too
 VARIANTS = {
@@ -102,7 +113,33 @@ def one(folder: str, change: dict, device: str, rounds: int) -> dict:
         restore(saved)
 
 
-def main() -> int:
+def main(argv: list[str], prog: str = "record.py multigpu-sizes") -> int:
+    from recorders.common import Session, child_env, describe_machine, work_folder
+
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--no-gpu-tests", action="store_true", help="skip the gpu-marked multi-GPU tests")
+    ap.add_argument("--return-to", type=Path, metavar="DIR", help="pack the results as DIR/multigpu-sizes.tgz")
+    args = ap.parse_args(argv)
+    run = Session(work_folder("multigpu-sizes"), args.budget_s)
+    describe_machine(run.folder / "topology.txt", topology=True)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.gpus}",
+                str(Path(__file__).resolve()), "--json"]
+    for name, extra, only, want in RUNS:
+        run.log(f"{name} ({only or 'every puzzle'})")
+        run.run([*torchrun, run.folder / f"{name}.json", *(["--only", only] if only else [])], f"{name}.log", want,
+                env=child_env(**extra))
+    if not args.no_gpu_tests:
+        run.log("gpu tests")
+        run.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *GPU_TESTS],
+                "pytest.log", 150)
+    run.give_back(args.return_to)
+    return 0
+
+
+def worker(argv: list[str]) -> int:
+    """One pass under torchrun: every chosen puzzle at its candidate sizes; rank 0 prints and writes --json."""
     import torch
     import torch.distributed as dist
 
@@ -110,7 +147,7 @@ def main() -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--json", default="")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     gpu = torch.cuda.is_available()
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     if gpu:
@@ -141,5 +178,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # under torchrun
+    sys.exit(worker(sys.argv[1:]))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Record on the GPU machine which kernel family and configuration GemLite runs per batch size.
 
-    python3 scripts/gemlite_configs.py --out DIR [--budget-s 120]
+    record.py gemlite-configs --out DIR [--budget-s 120]
 
 GemLite (gemlite==0.6.0.post2, pure Python Triton kernels; carried as a wheel: scripts/fetch_device_wheels.sh)
 picks a kernel family by batch size M (gemlite.core.get_matmul_type: GEMV_REVSPLITK / GEMV_SPLITK,
@@ -24,7 +23,6 @@ import argparse
 import datetime as dt
 import json
 import platform
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -112,16 +110,16 @@ def build_layer(dtype):
     return layer, w_ref
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str], prog: str = "record.py gemlite-configs") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=120.0, help="start no new step after this many seconds")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "gemlite.json"
     t_start = time.perf_counter()
     doc: dict = {"schema": "perflab.gemlite-autotune/1", "date": now(), "python": platform.python_version(),
-                 "command": "python3 scripts/gemlite_configs.py " + " ".join(sys.argv[1:]),
+                 "command": "python3 scripts/record.py gemlite-configs " + " ".join(argv),
                  "layer": {"scheme": "A16W4_HQQ_INT (asymmetric 4-bit weights, per-group scale and zero)",
                            "N": N, "K": K, "group_size": GROUP, "W_nbits": NBITS, "activations": "bfloat16",
                            "origin": "Llama-3.2-3B down projection (8192 -> 3072)", "weights": "random"},
@@ -227,7 +225,3 @@ def main() -> int:
         traceback.print_exc()
     save()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

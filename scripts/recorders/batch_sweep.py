@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """Record a puzzle's batch-size sweep on the GPU machine: artifacts/sweep.json and sweep.png.
 
-    python3 scripts/record_batch_sweep.py [ID] [--out DIR] [--max-batch N] [--device cpu]
+    record.py batch-sweep [ID] [--out DIR] [--max-batch N] [--device cpu]
 
 The puzzle's workload.py must define ``forward(state, x)`` and ``make_batch(state, batch, seed)``
 (catalog/13-batch-size-knee). Writes into the puzzle's artifacts folder, or DIR/<NN-slug>/artifacts/
-with --out (next to what scripts/record_artifacts.py writes there). Exit 0 on success, 2 on bad input.
+with --out (next to what `record.py puzzle --out DIR` writes there). Exit 0 on success, 2 on bad input.
 """
 from __future__ import annotations
 
@@ -14,22 +13,20 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))  # this tree's code and catalog, ahead of any installed wheel
-
+import recorders.common  # noqa: F401  (this tree's src first)
 from perflab.errors import PerflabError  # noqa: E402
 from perflab.puzzles.engine import catalog, runner  # noqa: E402
 from perflab.toolkit import batch_sweep  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str], prog: str = "record.py batch-sweep") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("id", nargs="?", default="batch-size-knee")
     ap.add_argument("--out", type=Path, help="write DIR/<NN-slug>/artifacts/ instead of the catalog folder")
     ap.add_argument("--max-batch", type=int, default=2048)
     ap.add_argument("--device", help="run here on this device (e.g. cpu for a smoke test) instead of the GPU")
     args = ap.parse_args(argv)
-    command = "python3 scripts/record_batch_sweep.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python3 scripts/record.py batch-sweep " + " ".join(argv)
     try:
         puzzle = catalog.get(args.id)
         device = args.device or runner.require_device(puzzle, "sweeping")
@@ -53,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu = result["manifest"].get("gpu") or device
         batch_sweep.plot(result, dest / "sweep.png", title=f"{puzzle.id} on {gpu}")
     except PerflabError as exc:
-        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     for p in points:
         print(f"batch {p['batch']:5d}  latency {p['latency_ms']:8.3f} ms  per call {p['forward_ms']:8.3f} ms  "
@@ -62,6 +59,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"knee": k}))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Record, on the GPU machine, the traces that check the doctor's speed-of-light reasoning (issue 15):
+"""Record, on the GPU machine, the traces that check the doctor's speed-of-light reasoning:
 
   fp8_wo_eager_mlp    a decode-shaped SwiGLU MLP (M = 1) whose weights torchao's Float8WeightOnlyConfig
                       quantized, run eagerly; beside it the same MLP in bf16 (bf16_eager_mlp)
@@ -11,7 +10,7 @@ profiled with torch.profiler(record_shapes=True) over 5 steps. Writes into OUT: 
 variant, measurements.json (per variant: median_ms, samples_ms, and the slowdown of each pair) and
 manifest.json (GPU, driver, versions, date, command). Run after `source scripts/device_env.sh`:
 
-    python3 scripts/record_sol_traces.py OUT
+    record.py sol-traces OUT
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ import json
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,7 +95,17 @@ def manifest(torch, command: str) -> dict:
             "command": command, "host": platform.node()}
 
 
-def main(out: Path) -> None:
+def main(argv: list[str], prog: str = "record.py sol-traces") -> int:
+    if argv[:1] in (["-h"], ["--help"]) or len(argv) > 1:
+        print(f"usage: {prog} [OUT]  (default: sol-traces)\n\n{__doc__}")
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    t0 = time.time()
+    record(Path(argv[0] if argv else "sol-traces"), "python3 scripts/record.py sol-traces " + " ".join(argv))
+    print(f"recorded in {time.time() - t0:.0f} s")
+    return 0
+
+
+def record(out: Path, command: str) -> None:
     import torch
     from torchao.quantization import Float8WeightOnlyConfig, quantize_
 
@@ -132,11 +140,7 @@ def main(out: Path) -> None:
     results["checks"] = {"attention_rel_error_vs_sdpa": rel, "fp8_runs_max_abs_output": err,
                          "shapes": {"mlp": [1, HIDDEN, INTERMEDIATE], "attention": [1, HEADS, SEQ, HEAD_DIM]}}
     (out / "measurements.json").write_text(json.dumps(results, indent=1))
-    (out / "manifest.json").write_text(json.dumps(manifest(torch, " ".join(sys.argv)), indent=1))
+    (out / "manifest.json").write_text(json.dumps(manifest(torch, command), indent=1))
     print(json.dumps({**results["slowdown"], **results["checks"]}, indent=1))
 
 
-if __name__ == "__main__":
-    t0 = time.time()
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "sol-traces"))
-    print(f"recorded in {time.time() - t0:.0f} s")

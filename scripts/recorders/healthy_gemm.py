@@ -1,23 +1,31 @@
-#!/usr/bin/env python3
 """Record a healthy reference trace on the GPU machine: back-to-back large bf16 GEMMs, no syncs
 inside steps. The doctor must find nothing above low severity on it.
 
-    python3 scripts/record_healthy_gemm.py OUT_DIR
-writes OUT_DIR/h100_healthy_gemm.trace.json.gz and OUT_DIR/h100_healthy_gemm.manifest.json
+    record.py healthy-gemm [OUT_DIR]      (default tests/data/kineto)
+
+writes OUT_DIR/<gpu>_healthy_gemm.trace.json.gz and OUT_DIR/<gpu>_healthy_gemm.manifest.json (<gpu>: h100, h200, ...)
 """
 from __future__ import annotations
 
 import gzip
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+from recorders.common import REPO, gpu_tag
 
 
-def main(out: Path) -> None:
+def main(argv: list[str], prog: str = "record.py healthy-gemm") -> int:
+    if argv[:1] in (["-h"], ["--help"]) or len(argv) > 1:
+        print(f"usage: {prog} [OUT_DIR]\n\n{__doc__}")
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    record(Path(argv[0]) if argv else REPO / "tests" / "data" / "kineto", "python3 scripts/record.py healthy-gemm " +
+           " ".join(argv))
+    return 0
+
+
+def record(out: Path, command: str) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -46,12 +54,8 @@ def main(out: Path) -> None:
                 a = step(a, b)
                 prof.step()
         torch.cuda.synchronize()
-        with open(raw, "rb") as src, gzip.open(out / "h100_healthy_gemm.trace.json.gz", "wb") as dst:
+        with open(raw, "rb") as src, gzip.open(out / f"{gpu_tag()}_healthy_gemm.trace.json.gz", "wb") as dst:
             shutil.copyfileobj(src, dst)
-    manifest = environment("python3 scripts/record_healthy_gemm.py " + str(out), "cuda")
+    manifest = environment(command, "cuda")
     manifest["workload"] = f"8x per step: bf16 {n}x{n} @ {n}x{n} then a scale; 6 profiled steps"
-    (out / "h100_healthy_gemm.manifest.json").write_text(json.dumps(manifest, indent=2))
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/kineto"))
+    (out / f"{gpu_tag()}_healthy_gemm.manifest.json").write_text(json.dumps(manifest, indent=2))
