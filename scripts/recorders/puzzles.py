@@ -87,16 +87,15 @@ def _main(sub: str, argv: list[str], prog: str) -> int:
 
 
 def _in_child(sub: str, args: argparse.Namespace, argv: list[str]) -> int:
-    """The same run in a child process under the time limit, then what it wrote packed into --return-to."""
+    """The same run in a child process under the time limit; with --return-to, into a folder of its own (the
+    catalog untouched), packed there at the end, whatever the limit left."""
     folder = work_folder("rec" if sub == "puzzle" else "check")
     describe_machine(folder / "gpu.txt")
     child = [*record_py(sub), *_without(argv, "--return-to", "--time-limit")]
-    if sub == "puzzle":
-        child += ["--out", str(folder)]
-    if not args.jsonl:
-        child += ["--jsonl", str(folder / "checks.jsonl")]
-    if not args.keep_failed:
-        child += ["--keep-failed", str(folder / "failed")]
+    if args.return_to:   # what comes back: the artifacts, the JSON lines and the failed checks, in the folder
+        child += ["--out", str(folder)] if sub == "puzzle" else []
+        child += [] if args.jsonl else ["--jsonl", str(folder / "checks.jsonl")]
+        child += [] if args.keep_failed else ["--keep-failed", str(folder / "failed")]
     rc = run_logged(child, folder / f"{folder.name}.log", args.time_limit or 10.0 ** 7, tail=40, cwd=Path.cwd())
     if args.jsonl and args.jsonl.is_file():
         shutil.copy(args.jsonl, folder / args.jsonl.name)
