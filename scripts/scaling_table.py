@@ -3,8 +3,8 @@
 `perflab scale` scaling.json (step, speed-up, efficiency, exposed communication, all-reduce busbw of the
 last-arriving rank), and per collective of a `perflab bench` collectives sweep its peak busbw.
 
-    python3 scripts/scaling_table.py docs/multigpu/h200x4/scale_strong/scaling.json ...
-    python3 scripts/scaling_table.py --collectives docs/multigpu/h200x4/collectives_4gpu.json
+    python3 scripts/scaling_table.py docs/multigpu/2026-11-27-h200x4-collectives-scaling/scale_strong/scaling.json ...
+    python3 scripts/scaling_table.py --collectives docs/multigpu/2026-11-27-h200x4-collectives-scaling/collectives_4gpu.json
 """
 from __future__ import annotations
 

@@ -24,6 +24,16 @@ def _open(path: Path, mode: str):
     return gzip.open(path, mode + "t") if path.suffix == ".gz" else open(path, mode)
 
 
+def read_trace(path: Path) -> dict:
+    with _open(path, "r") as f:
+        return json.load(f)
+
+
+def write_trace(path: Path, doc: dict) -> None:
+    with _open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+
+
 def trim(doc: dict, lo_ms: float, hi_ms: float) -> dict:
     events = doc["traceEvents"]
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
@@ -59,11 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.dst.exists() and not a.force or a.dst.resolve() == a.src.resolve():
         print(f"{a.dst} exists (or is the input): pass --force to replace it", file=sys.stderr)
         return 2
-    with _open(a.src, "r") as f:
-        doc = json.load(f)
+    doc = read_trace(a.src)
     out = trim(doc, a.from_ms, a.to_ms)
-    with _open(a.dst, "w") as f:
-        json.dump(out, f, separators=(",", ":"))
+    write_trace(a.dst, out)
     print(f"{a.dst}: {len(out['traceEvents'])} of {len(doc['traceEvents'])} events")
     return 0
 

@@ -240,7 +240,7 @@ def make_puzzle(root: Path, pid: str = FAKE_ID, toml: str | None = None, artifac
                                                                step_us=430.0))
         (art / "manifest.json").write_text(json.dumps({
             "gpu": GPU_NAME, "cc": "9.0", "driver": "580.00", "cuda": "13.0", "torch": "2.11.0", "python": "3.12.3",
-            "perflab": "0.1.0", "date": RECORD_DATE, "command": "scripts/record_artifacts.py", "host": "h100"}))
+            "perflab": "0.1.0", "date": RECORD_DATE, "command": "scripts/record.py puzzle", "host": "h100"}))
         (art / "measurements.json").write_text(json.dumps({
             "slow": {"median_ms": 1.0, "samples_ms": [1.0, 1.01, 0.99]},
             "solution": {"median_ms": 0.4, "samples_ms": [0.4, 0.41, 0.39]},
@@ -343,6 +343,17 @@ def assert_inputs_follow_the_seed(module, keys=("a", "b")) -> None:
     assert all(torch.equal(one[k], again[k]) for k in keys)
     assert not torch.equal(one[keys[0]], other[keys[0]])
 
+
+def assert_sized_for_the_device(module, monkeypatch) -> None:
+    """A workload's setup asks perflab.workloads.sizes for its size with its own SIZE and SMOKE_SIZE (SMOKE_SIZE
+    on the CPU), so the size a tool patches into SIZE is the one a GPU run uses."""
+    from perflab.workloads import sizes
+
+    asked, pick = [], sizes.pick
+    monkeypatch.setattr(sizes, "pick", lambda device, size, smoke: asked.append((str(device), size, smoke))
+                        or pick(device, size, smoke))
+    module.setup("cpu", 0)
+    assert asked and all(a == ("cpu", module.SIZE, module.SMOKE_SIZE) for a in asked)
 
 @pytest.fixture
 def straggler_recording(tmp_path):

@@ -17,6 +17,7 @@ import torch
 
 def main() -> None:
     from perflab.workloads import llama
+    from perflab.workloads.cuda_graph import capture
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=400)
@@ -28,7 +29,7 @@ def main() -> None:
     tokens = torch.zeros(args.batch, 1, dtype=torch.long, device="cuda")
     positions = torch.zeros(args.batch, 1, dtype=torch.long, device="cuda")
     with torch.inference_mode():
-        graph, logits = llama.capture(lambda: model.forward_slots(tokens, positions))
+        graph, logits = capture(lambda: model.forward_slots(tokens, positions))
         positions.zero_()
         torch.cuda.synchronize()
         t0 = time.perf_counter()

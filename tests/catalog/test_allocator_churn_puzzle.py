@@ -103,7 +103,7 @@ def test_the_h100_recording_shows_the_churn_and_the_fix_without_it():
     puzzle = spec.load(FOLDER / "puzzle.toml")
     ev = replay.recording(puzzle)
     if not ev.has("slow"):
-        pytest.skip("not recorded yet: python3 scripts/record_artifacts.py allocator-churn on the GPU machine")
+        pytest.skip("not recorded yet: python3 scripts/record.py puzzle allocator-churn on the GPU machine")
     top = ev.report("slow").findings[0]
     assert top.id == "allocator-churn", [(f.id, f.gain_pct) for f in ev.report("slow").findings]
     # each of the 36 16-MiB layer outputs comes from cudaMalloc and goes back through cudaFree; a steady step

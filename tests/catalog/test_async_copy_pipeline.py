@@ -1,6 +1,6 @@
 """async-copy-pipeline (catalog 67): without Triton or CUDA, the workload, the solution and the starter derived
 from the workload take their torch path at SMOKE_SIZE and return C = A @ B (fp32 accumulation, bf16 out), so
-the files run and check anywhere. The kernels themselves run on the GPU machine (record_artifacts.py)."""
+the files run and check anywhere. The kernels themselves run on the GPU machine (scripts/record.py puzzle)."""
 from __future__ import annotations
 
 import pytest

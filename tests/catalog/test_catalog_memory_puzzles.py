@@ -1,6 +1,6 @@
 """fp8-weight-only and cuda-graph-memory on the CPU: workload, solution and starter load by path and
 compute the same outputs on the smoke-size model (the GPU paths, CUDA graphs and the Triton kernel,
-run on the device: scripts/record_artifacts.py, tests/gpu)."""
+run on the device: scripts/record.py puzzle, tests/gpu)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,7 +3,7 @@
 Each puzzle's workload.py (slow), solution.py and starter.py are loaded by path, the way the runner
 and the checker load them, and run with setup("cpu", seed) + step at their SMOKE_SIZE. The GPU
 paths (pinned buffers, side streams, torch.compile) run on the device machine
-(scripts/record_artifacts.py); the stream pipeline of copy-compute-overlap also runs here with
+(scripts/record.py puzzle); the stream pipeline of copy-compute-overlap also runs here with
 stand-in streams and events that check the ordering.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shipped_file
+from conftest import assert_sized_for_the_device, shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -117,10 +117,10 @@ def test_puzzle_folder_has_readme_and_variants(pid):
 # ---------------------------------------------------------------------------------------- workloads
 
 @pytest.mark.parametrize("pid", PUZZLES)
-def test_variants_share_sizes(pid):
+def test_variants_share_sizes(pid, monkeypatch):
     w, s, st = (load(pid, v) for v in VARIANTS)
     assert w.SIZE == s.SIZE == st.SIZE and w.SMOKE_SIZE == s.SMOKE_SIZE == st.SMOKE_SIZE
-    assert w._size("cpu") == w.SMOKE_SIZE and w._size("cuda") in (w.SIZE, w.SMOKE_SIZE)
+    assert_sized_for_the_device(w, monkeypatch)
 
 
 TOLERANCE = {"operator-hotspot": (2e-2, 5e-2), "batch-size-knee": (1e-3, 1e-4)}

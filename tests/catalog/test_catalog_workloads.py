@@ -3,7 +3,7 @@
 Each puzzle's workload.py (slow), solution.py and starter.py are loaded by path (the way the
 runner and the checker load them) and run with setup("cpu", seed) + step. On device "cpu" the
 workloads use their SMOKE_SIZE, so every run here takes milliseconds. The GPU paths (CUDA graphs,
-pinned memory, streams) run on the device machine (tests/gpu, scripts/record_artifacts.py).
+pinned memory, streams) run on the device machine (tests/gpu, scripts/record.py puzzle).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shipped_file
+from conftest import assert_sized_for_the_device, shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,11 +109,22 @@ def test_puzzle_folder_has_readme_and_variants(pid):
 # ---------------------------------------------------------------------------------------- workloads
 
 @pytest.mark.parametrize("pid", PUZZLES)
-def test_variants_share_sizes(pid):
+def test_variants_share_sizes(pid, monkeypatch):
     w, s, st = (load(pid, v) for v in VARIANTS)
     assert w.SIZE == s.SIZE == st.SIZE
     assert w.SMOKE_SIZE == s.SMOKE_SIZE == st.SMOKE_SIZE
-    assert w._size("cpu") == w.SMOKE_SIZE and w._size("cuda") in (w.SIZE, w.SMOKE_SIZE)
+    assert_sized_for_the_device(w, monkeypatch)
+
+
+def test_a_workload_runs_at_its_smoke_size_on_the_cpu_or_with_perflab_smoke(monkeypatch):
+    from perflab.workloads import sizes
+
+    full, smoke = {"n": 4096}, {"n": 8}
+    monkeypatch.delenv("PERFLAB_SMOKE", raising=False)
+    assert sizes.pick("cpu", full, smoke) == smoke and sizes.pick("cuda:0", full, smoke) == full
+    assert sizes.pick("cuda", full, smoke) is not full   # a copy: a caller's change never reaches SIZE
+    monkeypatch.setenv("PERFLAB_SMOKE", "1")
+    assert sizes.pick("cuda", full, smoke) == smoke
 
 
 @pytest.mark.parametrize("pid", PUZZLES)

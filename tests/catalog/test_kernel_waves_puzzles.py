@@ -48,7 +48,7 @@ def test_recording_exists_with_its_manifest(pid):
     p = PUZZLES[pid]
     ev = replay.recording(p)
     man = ev.manifest()
-    assert "H100" in man["gpu"] and man["device"] == "cuda" and "record_artifacts.py" in man["command"]
+    assert "H100" in man["gpu"] and man["device"] == "cuda" and "scripts/record" in man["command"]   # the recording tool
     assert "--force" not in man["command"]
     for variant in ("slow", "solution"):
         assert ncu_evidence.has(p.artifacts, variant) and ncu_evidence.rep_file(p.artifacts, variant).is_file()

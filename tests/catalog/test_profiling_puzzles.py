@@ -354,7 +354,7 @@ def test_live_at_peak_groups_by_the_allocating_function(tmp_path):
 def recorded(pid):
     p = puzzle(pid)
     if not (p.artifacts / "measurements.json").is_file():
-        pytest.skip(f"{pid} has no recording yet (python3 scripts/record_artifacts.py {pid} on the GPU machine)")
+        pytest.skip(f"{pid} has no recording yet (python3 scripts/record.py puzzle {pid} on the GPU machine)")
     return p, replay.recording(p)
 
 

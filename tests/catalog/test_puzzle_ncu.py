@@ -414,7 +414,8 @@ def test_the_ncu_kernel_regex_selects_the_variants_kernels(puzzle):
     import re
 
     for variant in ("slow", "starter", "solution", *puzzle.stages):
-        for name in re.findall(r'kernel\(KERNEL_SRC, "(\w+)"\)', puzzle.file(variant).read_text()):
+        # kernel(KERNEL_SRC, "name"), kernel_state(x, out, KERNEL_SRC, "name"), with_kernel(..., KERNEL_SRC, "name"), ...
+        for name in re.findall(r'(?:KERNEL_SRC|source), "(\w+)"[,)]', puzzle.file(variant).read_text()):
             assert re.search(puzzle.ncu.kernel, name), (variant, name)
     for variant in replay.recorded_variants(puzzle):
         if ncu_evidence.has(puzzle.artifacts, variant):

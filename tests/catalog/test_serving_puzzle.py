@@ -81,7 +81,7 @@ def test_the_tokens_do_not_depend_on_the_schedule(served):
                 engine.decode()
             engine.release(engine.slots - 1)
 
-    assert torch.equal(w.run(state, one_by_one), served["slow"][1])
+    assert torch.equal(state["engine"].serve(one_by_one), served["slow"][1])
 
 
 def test_forward_counts_are_the_engines(served):
@@ -249,7 +249,7 @@ def test_the_puzzle_toml():
 RECORDED = replay.recording(PUZZLE).has("slow")
 
 
-@pytest.mark.skipif(not RECORDED, reason="not recorded yet: python3 scripts/record_artifacts.py continuous-batching")
+@pytest.mark.skipif(not RECORDED, reason="not recorded yet: python3 scripts/record.py puzzle continuous-batching")
 def test_the_recording_shows_the_cause_and_its_fix():
     """What the doctor's planted-finding test checks for trace puzzles (tests/catalog/test_puzzle_catalog.py), from the
     evidence that can see this cause: the engine's log."""

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shipped_file
+from conftest import assert_sized_for_the_device, shipped_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -281,9 +281,10 @@ def run(module, seed):
 
 
 @pytest.mark.parametrize("pid", PUZZLES)
-def test_variants_agree_on_the_cpu_and_the_starter_is_the_slow_workload(pid):
+def test_variants_agree_on_the_cpu_and_the_starter_is_the_slow_workload(pid, monkeypatch):
     w, s, st = (load_variant(pid, v) for v in ("workload", "solution", "starter"))
-    assert w.SIZE == s.SIZE == st.SIZE and w._size("cpu") == w.SMOKE_SIZE
+    assert w.SIZE == s.SIZE == st.SIZE
+    assert_sized_for_the_device(w, monkeypatch)
     check = catalog.get(pid).check                              # energy-precision runs bf16 on the CPU too
     for seed in (0, 7):
         expected = run(w, seed)

@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch")
 PUZZLE = next(p for p in catalog.load_catalog([catalog.BUILTIN]) if p.id == "warp-specialization")
 PROTO = Path(__file__).resolve().parents[2] / "proto" / "artifacts" / "warp_specialization"
 RECORDED = replay.is_recorded(PUZZLE)
-unrecorded = pytest.mark.skipif(not RECORDED, reason="unrecorded: scripts/record_warp_specialization.sh on an H100")
+unrecorded = pytest.mark.skipif(not RECORDED, reason="unrecorded: `scripts/record.py puzzle warp-specialization` on an H100")
 
 
 @pytest.mark.parametrize("variant", ["slow", "solution", "starter"])

@@ -2,8 +2,13 @@
 no circle anywhere, layers that go one way, and a puzzle engine that names none of its kinds."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import grimp
 import pytest
+
+import perflab
 
 # Lowest last: a layer may import the layers below it, never one above. The middle row is one layer.
 LAYERS = (
@@ -47,6 +52,71 @@ def test_the_circle_finder_finds_one():
     assert circles(g) == []
     g.add_import(importer="p.c", imported="p.a")
     assert circles(g) == [["p.a", "p.b", "p.c", "p.a"]]
+
+
+def package_back_imports(g, source_of) -> list[str]:
+    """`from P import ...` in a module of package P, while P's `__init__` imports that module (at module level or
+    inside a function, directly or through others): the package imports itself half-built. grimp records
+    `from P import sub` as an import of P.sub alone, so this reads the statements themselves."""
+    found = []
+    for module in sorted(g.modules):
+        tree = ast.parse(source_of(module))
+        package = module if source_of.is_package(module) else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            named = node.module or ""
+            if node.level:   # relative: `from . import x` names the package this module is in, or one above
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                named = f"{base}.{named}" if named else base
+            if named != module and module.startswith(named + ".") and g.find_shortest_chain(importer=named,
+                                                                                            imported=module):
+                found.append(f"{module}:{node.lineno} imports from {named}, whose __init__ imports {module}")
+    return found
+
+
+class Sources:
+    """Each perflab module's source, read from the package's files (nothing is imported)."""
+    root = Path(perflab.__file__).resolve().parent
+
+    def _path(self, module: str) -> Path:
+        parts = module.split(".")[1:]
+        folder = self.root.joinpath(*parts)
+        return folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+
+    def is_package(self, module: str) -> bool:
+        return self._path(module).name == "__init__.py"
+
+    def __call__(self, module: str) -> str:
+        return self._path(module).read_text(encoding="utf-8")
+
+
+def test_no_module_imports_from_its_own_package_while_the_package_imports_it(graph):
+    assert package_back_imports(graph, Sources()) == []
+
+
+def test_a_package_that_imports_itself_back_is_caught():
+    g = grimp.ImportGraph()
+    for m in ("p", "p.engine", "p.tasks", "p.store"):
+        g.add_module(m)
+    g.add_import(importer="p", imported="p.engine")   # the __init__ hands on the engine
+    g.add_import(importer="p.engine", imported="p.tasks")
+    g.add_import(importer="p.tasks", imported="p.store")
+    text = {"p": "from p.engine import run\n", "p.engine": "from p.tasks import one\n", "p.store": "",
+            "p.tasks": "from p.store import key\n"}
+
+    class Fake:
+        def __call__(self, module):
+            return text[module]
+
+        def is_package(self, module):
+            return module == "p"
+
+    assert package_back_imports(g, Fake()) == []
+    text["p.tasks"] = "from p import store\n"       # the task names the package: it runs p's __init__ first
+    assert package_back_imports(g, Fake()) == ["p.tasks:1 imports from p, whose __init__ imports p.tasks"]
+    text["p.tasks"] = "from . import store\n"
+    assert package_back_imports(g, Fake()) == ["p.tasks:1 imports from p, whose __init__ imports p.tasks"]
 
 
 def layer_of(module: str) -> int:

@@ -1,5 +1,5 @@
 """Compile work and missing kernel records in real H100 traces of a torch.compile'd block (tests/data/stacks,
-recorded by scripts/record_stacks.sh): found, shared out over the window, and never judged as host work."""
+recorded by scripts/record.py stacks): found, shared out over the window, and never judged as host work."""
 import gzip
 import json
 from pathlib import Path

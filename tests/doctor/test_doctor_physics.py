@@ -1,5 +1,5 @@
 """The doctor judges busy GPUs by the work they do against the H100's ceilings (issue 15's two traces, recorded on
-the H100 by scripts/record_sol_traces.py on 2026-11-24; measurements.json holds the timings of the same run)."""
+the H100 by scripts/record.py sol-traces on 2026-11-24; measurements.json holds the timings of the same run)."""
 import json
 from pathlib import Path
 

@@ -3,7 +3,7 @@
 Most traces here are built with the event shapes of the recorded graphed decode (cudaGraphLaunch with cbid and
 correlation, replayed kernels with its correlation and no External id) and of torch.profiler's launches
 (cudaLaunchKernel / cuLaunchKernelEx with External id and correlation), to reach the cases a recording rarely
-holds (several graphs, partial matches). Two recorded on the H100 by scripts/record_graph_capture.sh
+holds (several graphs, partial matches). Two recorded on the H100 by scripts/record.py graph-capture
 (tests/data/stacks/manifest.capture.json) hold their capture in the window: a hand-captured decode graph and
 torch.compile(mode="reduce-overhead")'s own capture.
 """

@@ -20,7 +20,7 @@ from perflab.puzzles.engine import catalog, replay
 from perflab.puzzles import questions
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "src" / "perflab" / "catalog" / "64-speed-of-light"
-HEALTHY = ROOT / "tests" / "data" / "kineto" / "h100_healthy_gemm.trace.json.gz"  # scripts/record_healthy_gemm.py
+HEALTHY = ROOT / "tests" / "data" / "kineto" / "h100_healthy_gemm.trace.json.gz"  # scripts/record.py healthy-gemm
 CEILINGS = ROOT / "tests" / "data" / "ncu" / "ceilings_h100_full.json"             # perflab bench, same H100
 FLOP_8192 = 2.0 * 8192 ** 3
 _ids = itertools.count()
@@ -175,7 +175,7 @@ def test_workloads_on_the_cpu_agree_and_the_solution_batches(tmp_path):
 # --- the recording (replayed once shipped) -------------------------------------------------------------
 
 @pytest.mark.skipif(not replay.trace_file(FOLDER / "artifacts", "slow").is_file(),
-                    reason="speed-of-light is not recorded yet (scripts/record_artifacts.py on the GPU)")
+                    reason="speed-of-light is not recorded yet (scripts/record.py puzzle on the GPU)")
 def test_the_recording_tells_the_story():
     p = catalog.find(catalog.load_catalog([catalog.BUILTIN]), "speed-of-light")
     ev = replay.recording(p)

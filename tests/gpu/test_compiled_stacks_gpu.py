@@ -1,4 +1,4 @@
-"""`perflab profile` and `perflab investigate` on compiled and graphed programs, on the GPU (scripts/gpu_compiled_stacks.sh).
+"""`perflab profile` and `perflab investigate` on compiled and graphed programs, on the GPU (scripts/record.py stack-checks).
 
 examples/stacks/compiled_block.py (a compiled function in default mode, a compiled module with reduce-overhead
 and with max-autotune) and examples/stacks/graphed_decode.py (CUDA graph replays, no nn.Module call in the loop):

@@ -1,7 +1,7 @@
 """Multi-GPU puzzles on real GPUs (2+): a variant under torchrun with NCCL, one trace per rank.
 
 Run on the device: python3 -m pytest -m gpu tests/gpu/test_multigpu_puzzles_gpu.py. The recordings
-themselves come from scripts/record_multigpu_puzzles.sh (scripts/record_artifacts.py).
+themselves come from scripts/record.py multigpu-puzzles (scripts/record.py puzzle).
 """
 import pytest
 

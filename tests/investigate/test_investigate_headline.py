@@ -1,5 +1,5 @@
 """investigate's headline when a level could not judge: the numbers are those of the H100 runs of
-examples/stacks (scripts/gpu_investigate_stacks.sh, 2026-11-27): a CUDA-graphed decode whose kernels the timeline
+examples/stacks (scripts/record.py stack-checks, 2026-11-27): a CUDA-graphed decode whose kernels the timeline
 cannot price (98 % of GPU time, GPU busy 86 %) with one kernel of 13 % read by Nsight Compute; a reduce-overhead
 block whose one GEMM (79 % of the step) ncu read at its roof; an HF generate that ran past the time limit."""
 from perflab.doctor.investigation import headline

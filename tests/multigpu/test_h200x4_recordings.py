@@ -1,6 +1,6 @@
-"""Issue 25's 4 x H200 recordings (docs/multigpu/h200x4/): the collective sweep follows nccl-tests' formulas from
-its own recorded times, comm-below-roof takes it as the measured roof, and the interconnect lesson's answers
-come out of interconnect.json."""
+"""The 4 x H200 recordings of 2026-11-27 (docs/multigpu/2026-11-27-h200x4-collectives-scaling/): the collective
+sweep follows nccl-tests' formulas from its own recorded times, comm-below-roof takes it as the measured roof, and
+the interconnect lesson's answers come out of interconnect.json."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from perflab.analysis.multigpu import comm_roof as R
 from perflab.analysis.multigpu import interconnect as I
 from perflab.analysis.work.saved_ceilings import sweeps_of
 
-H = Path(__file__).resolve().parents[2] / "docs" / "multigpu" / "h200x4"
+H = Path(__file__).resolve().parents[2] / "docs" / "multigpu" / "2026-11-27-h200x4-collectives-scaling"
 # nccl-tests (PERFORMANCE.md): busbw = algbw x this, n ranks
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}

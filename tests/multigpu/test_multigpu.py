@@ -2,7 +2,7 @@
 
 Synthetic per-rank traces plant one cause each; the HTA sample traces (real multi-rank jobs) check
 sizes/bandwidths and the comm/comp overlap against numbers HTA 0.5.0 itself computed
-(tests/data/kineto/hta_comm_expected.json, written by scripts/record_hta_comm_expected.py).
+(tests/data/kineto/hta_comm_expected.json, written by scripts/record.py hta-overlap).
 """
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def test_two_sampled_ranks_of_a_128_rank_job(tmp_path):
     assert {"comm-not-overlapped", "load-imbalance"} <= set(rep.ids())
 
 
-# -- 2x H200 recordings (tests/data/multigpu/h200x2, scripts/record_multigpu.sh) ------------------------------
+# -- 2x H200 recordings (tests/data/multigpu/h200x2, scripts/record.py multigpu) -------------------------------
 H200 = Path(__file__).parents[1] / "data" / "multigpu" / "h200x2"
 MODEL_BYTES = 8 * (4096 * 4096 + 4096) * 2  # --layers 8 --hidden 4096, bf16 weights and biases: the gradients
 

@@ -123,14 +123,14 @@ def test_interconnect_table_lines_up_the_settings():
 
 
 def test_interconnect_recorder_runs_one_setting_on_gloo(tmp_path):
-    """scripts/record_interconnect_sweep.py under torchrun on 2 CPU ranks (gloo ignores the NCCL settings)."""
+    """scripts/record.py interconnect under torchrun on 2 CPU ranks (gloo ignores the NCCL settings)."""
     import subprocess
     import sys
 
     from perflab.analysis.multigpu import interconnect as IC
 
     out = tmp_path / "ic.json"
-    cmd = [sys.executable, str(ROOT / "scripts" / "record_interconnect_sweep.py"), "--out", str(out),
+    cmd = [sys.executable, str(ROOT / "scripts" / "record.py"), "interconnect", "--out", str(out),
            "--settings", "default", "--max-bytes", "65536", "--budget-s", "120"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -138,6 +138,6 @@ def test_interconnect_recorder_runs_one_setting_on_gloo(tmp_path):
     assert list(doc["settings"]) == ["default"] and doc["settings"]["default"]["sweep"]["world_size"] == 2
     assert [r["bytes"] for r in IC.table(doc)] == [4096, 65536]
     assert subprocess.run(cmd, capture_output=True, text=True).returncode == 2          # never over a file
-    bad = subprocess.run([*cmd[:2], "--out", str(tmp_path / "x.json"), "--settings", "nvlink"],
+    bad = subprocess.run([*cmd[:3], "--out", str(tmp_path / "x.json"), "--settings", "nvlink"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown setting" in bad.stderr

@@ -1,4 +1,4 @@
-"""The recorded Nsight Compute fixtures (tests/data/ncu, recorded by scripts/record_ncu_fixtures.sh):
+"""The recorded Nsight Compute fixtures (tests/data/ncu, recorded by scripts/record.py ncu-fixtures):
 helpers the other test_ncu_* modules import, and a check of the fixture tables."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def fixtures(table: Path = TABLE) -> list[tuple[str, str]]:
 
 
 def pending(table: Path = TABLE) -> list[str]:
-    """Fixtures written but not recorded yet (scripts/record_ncu_fixtures.sh on the GPU machine)."""
+    """Fixtures written but not recorded yet (scripts/record.py ncu-fixtures on the GPU machine)."""
     return [n for n, _ in table_rows(table) if not csv(n).exists() and not report(n).exists()]
 
 
@@ -51,7 +51,7 @@ def has_ncu_report() -> bool:
 
 def puzzle_path(puzzle: str, variant: str) -> Path:
     """A catalog puzzle's H100 recording (src/perflab/catalog/PUZZLE/artifacts/VARIANT.ncu-rep.gz, made by
-    scripts/record_artifacts.py); skips where the ncu_report module is not here. A missing file fails."""
+    scripts/record.py puzzle); skips where the ncu_report module is not here. A missing file fails."""
     path = ROOT / "src" / "perflab" / "catalog" / puzzle / "artifacts" / f"{variant}.ncu-rep.gz"
     assert path.exists(), path
     if not has_ncu_report():
@@ -95,6 +95,6 @@ def test_fixtures_waiting_for_their_recording():
     waiting = pending(TABLE) + pending(VALIDATION)
     gains = pending(GAINS)
     if waiting or gains:
-        pytest.skip(f"not recorded yet: {', '.join(waiting + gains)} (run scripts/record_ncu_fixtures.sh"
+        pytest.skip(f"not recorded yet: {', '.join(waiting + gains)} (run scripts/record.py ncu-fixtures"
                     + (", and scripts/record_gain_fixtures.py for the GAINS lines," if gains else "")
                     + " on the GPU machine)")

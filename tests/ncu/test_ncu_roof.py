@@ -1,7 +1,7 @@
 """Kernels at their roof rank as what they are (issue 24, item 3).
 
 Fixtures: torch's float4 SiLU over 2^28 floats and `x + y` over two 2^28-float inputs, profiled on an H100
-(ncu 2025.3.1 --set full --clock-control none, scripts/record_stacks.sh, 2026-11-27), converted to their raw
+(ncu 2025.3.1 --set full --clock-control none, scripts/record.py stacks, 2026-11-27), converted to their raw
 page by scripts/ncu_rep_to_csv.py. Both run at ~90 % of DRAM peak moving exactly their compulsory bytes.
 Before this change, the same reports without ncu's source counters (a section set without SourceCounters)
 read as `uncoalesced-access`, high ("16.0 sectors per load request; 4 when coalesced": 16 is what a warp's

@@ -1,4 +1,4 @@
-"""fp8-weight-only's configs table (artifacts/configs.json, recorded on the H100 by scripts/fp8_configs.py):
+"""fp8-weight-only's configs table (artifacts/configs.json, recorded on the H100 by scripts/record.py fp8-configs):
 one process per configuration, and the README quotes the file's figures (read here, never typed)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """GemLite's choice per batch size (42-autotune/artifacts/gemlite.json, recorded on the H100 by
-scripts/gemlite_configs.py): the analysis (analysis/work/gemlite.py), its questions (questions_seeds.py), and the
+scripts/record.py gemlite-configs): the analysis (analysis/work/gemlite.py), its questions (questions_seeds.py), and the
 README table read from the file. Synthetic records check the arithmetic; the shipped one the facts."""
 from __future__ import annotations
 

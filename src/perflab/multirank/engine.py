@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from perflab.errors import PerflabError
-from perflab.multirank import store
+from perflab.multirank.store import is_url, summary_cached
 from perflab.multirank.tasks import rank_summary
 
 READER_BYTES_PER_FILE_BYTE = 6      # a plain JSON trace in memory, read and analysed (gzip: times its ratio)
 GZIP_RATIO = 10
 # a local cluster pays for itself when the work it splits saves more than starting it costs (spawning the
-# workers, importing perflab in each, closing them: 1.5-3.5 s measured on 2 cores, docs/multirank/benchmark.md);
+# workers, importing perflab in each, closing them: 1.5-3.5 s measured on 2 cores, docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md);
 # one process summarizes about 40 MB of JSON a second
 CLUSTER_START_S = 3.0
 SUMMARY_BYTES_PER_S = 40e6
@@ -56,7 +56,7 @@ def plan(files: list[str], scheduler: str | None = None, step: int | None = None
     if forced.isdigit() and _has_dask():  # 0: in this process; N: a local cluster of N
         n = int(forced)
         return Plan("local", workers=n, memory_per_worker=_available_memory() // n) if n else Plan("in-process")
-    todo = [f for f in files if not store.summary_cached(f, step)]  # a cached summary is read, not made
+    todo = [f for f in files if not summary_cached(f, step)]  # a cached summary is read, not made
     sizes = [_size(f) for f in todo]
     budget = max((_reader_bytes(f, s) for f, s in zip(todo, sizes)), default=0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -83,7 +83,7 @@ class Engine:
 
             # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536: every freed column of a rank goes back to the
             # system and the next rank faults it in again, 10-15% more CPU per rank (7x the page faults,
-            # docs/multirank/benchmark.md); a rank's memory is freed whole when its task ends either way
+            # docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md); a rank's memory is freed whole when its task ends either way
             spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
                          if k != "MALLOC_TRIM_THRESHOLD_"}
             with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}):
@@ -183,7 +183,7 @@ def _has_dask() -> bool:
 
 
 def _size(path: str) -> int:
-    if store.is_url(path):
+    if is_url(path):
         return 0
     try:
         return os.stat(path.removeprefix("file://")).st_size

@@ -5,7 +5,7 @@ import multiprocessing
 import os
 
 from perflab.errors import UnreadableInput
-from perflab.multirank import store
+from perflab.multirank.store import content_key, local_copy, read_cached, summary_key, write_cached
 from perflab.multirank.summary import SCHEMA, summarize_file
 from perflab.trace.torch_profiler.kineto_folder import FileEntry
 
@@ -16,21 +16,21 @@ def rank_summary(path: str, step: int | None = None, with_report: bool = False) 
     if multiprocessing.current_process().daemon:  # a Dask worker: the reader may not start processes of its own
         os.environ["PERFLAB_READER_PROCESSES"] = "1"
     try:
-        key = store.summary_key(store.content_key(path), step)
+        key = summary_key(content_key(path), step)
     except (OSError, UnreadableInput) as exc:
         return {"summary": unreadable(path, exc), "report": None}
-    summary = store.read_cached(key, "summary")
-    report = store.read_cached(key, "report") if with_report and summary and "meta" in summary else None
+    summary = read_cached(key, "summary")
+    report = read_cached(key, "report") if with_report and summary and "meta" in summary else None
     if summary is not None and (report is not None or not with_report or "meta" not in summary):
         return _at(path, summary, report)
     try:
-        with store.local_copy(path) as local:
+        with local_copy(path) as local:
             summary, report = summarize_file(local, step=step, name=path, with_report=with_report)
     except (OSError, UnreadableInput) as exc:
         return {"summary": unreadable(path, exc), "report": None}
-    store.write_cached(key, "summary", summary)
+    write_cached(key, "summary", summary)
     if report is not None:
-        store.write_cached(key, "report", report)
+        write_cached(key, "report", report)
     return {"summary": summary, "report": report}
 
 

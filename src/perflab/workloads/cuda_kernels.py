@@ -28,3 +28,9 @@ def kernel(source: str, name: str, options: tuple[str, ...] = ()) -> Any:
 def view(tensor: Any) -> Any:
     """A zero-copy CuPy array over a CUDA torch tensor (make it once: the conversion may synchronize)."""
     return cupy_module().asarray(tensor)
+
+
+def kernel_state(x: Any, out: Any, source: str, name: str, **more: Any) -> dict:
+    """A kernel puzzle's state: its input `x` and output `out` (CUDA torch tensors, or CPU ones in a smoke run),
+    their CuPy views `x_cu` and `out_cu`, and the kernel `name` of `source`; `more` joins as it is."""
+    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(source, name), **more}

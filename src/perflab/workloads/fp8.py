@@ -41,7 +41,7 @@ def make_dequant_linear(linear: Any) -> Any:
     return Fp8DequantLinear(linear)
 
 
-# ---- the configs table (artifacts/configs.json, scripts/fp8_configs.py) -----------------------------
+# ---- the configs table (artifacts/configs.json, scripts/record.py fp8-configs) -----------------------------
 
 CONFIG_LABELS = {
     "bf16": "bf16 (none)",

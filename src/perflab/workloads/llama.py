@@ -242,21 +242,6 @@ def capture_decode(model: Any, tokens: Any, pos: int, pool: Any = None) -> tuple
     """Capture one forward pass as a CUDA graph (what torch.compile(mode="reduce-overhead") and serving
     engines do for decode): warm-up on a side stream, then capture. Returns (graph, static output);
     replay with graph.replay() after writing new inputs into `tokens`."""
+    from perflab.workloads.cuda_graph import capture
+
     return capture(lambda: model(tokens, pos), pool)
-
-
-def capture(fn: Callable[[], Any], pool: Any = None) -> tuple[Any, Any]:
-    """Capture `fn()` (GPU work on tensors it holds) as a CUDA graph: two warm-up calls on a side stream,
-    then the capture. Returns (graph, what fn returned: the static output)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side), torch.no_grad():
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph, pool=pool):
-        out = fn()
-    return graph, out

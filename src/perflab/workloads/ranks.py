@@ -5,8 +5,11 @@ their setup) and also as one rank without a process group (CPU smoke tests). tor
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
+
+from perflab.workloads.cuda_graph import capture
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -23,23 +26,12 @@ def graphed(cache: dict, device: str, fn: Callable[[Any], Any], x: Any) -> Any:
 
     Collectives inside fn are captured too (NCCL); the warm-up runs eagerly on a side stream first,
     so communicators and cuBLAS workspaces exist before the capture."""
-    import torch
-
     if not str(device).startswith("cuda"):
         return fn(x)
     key = tuple(x.shape)
     if key not in cache:
         static_in = x.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn(static_in)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()                          # nothing of the warm-up still in flight
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = fn(static_in)
+        graph, static_out = capture(lambda: fn(static_in), warmups=3, mode=contextlib.nullcontext)
         cache[key] = (graph, static_in, static_out)
     graph, static_in, static_out = cache[key]
     static_in.copy_(x)

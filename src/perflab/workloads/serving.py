@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from perflab.workloads import llama
+from perflab.workloads.cuda_graph import capture
 
 
 def output_lengths(n: int, lo: int, hi: int, seed: int, alpha: float = 1.0) -> list[int]:
@@ -74,9 +75,9 @@ class Engine:
                                  dtype=torch.long if answers is None else torch.float32)
         self._graphs: dict[str, Any] = {}
         if graphs:
-            self._graphs = {"prefill": llama.capture(self._prefill)[0], "decode": llama.capture(self._decode)[0]}
+            self._graphs = {"prefill": capture(self._prefill)[0], "decode": capture(self._decode)[0]}
             if self.chunk:
-                self._graphs["mixed"] = llama.capture(self._mixed)[0]
+                self._graphs["mixed"] = capture(self._mixed)[0]
         self.reset()
 
     # -- the GPU work --------------------------------------------------------------------------------
@@ -235,6 +236,15 @@ class Engine:
         self._waiting.append(waiting)
 
     # -- results -------------------------------------------------------------------------------------
+    def serve(self, schedule: Any) -> Any:
+        """The whole stream served once, from the start, by `schedule(self)`: what outputs() then returns."""
+        import torch
+
+        self.reset()
+        with torch.no_grad():
+            schedule(self)
+        return self.outputs()
+
     def outputs(self) -> Any:
         """[N, longest] int64 on the CPU: each request's generated tokens in order, -1 after its end (with
         `answers`: float32, each token's top logit, NaN after its end)."""

@@ -1,6 +1,6 @@
 """The interconnect lesson, read from a recorded sweep: the same all-reduce under different NCCL settings.
 
-scripts/record_interconnect_sweep.py records one all-reduce bus-bandwidth sweep
+scripts/record.py interconnect records one all-reduce bus-bandwidth sweep
 (perflab.toolkit.bench.allreduce, nccl-tests conventions) per setting into one JSON
 (schema perflab.interconnect-sweep/1): NCCL's default path (NVLink peer-to-peer where the GPUs have it),
 NCCL_P2P_DISABLE=1 (through host memory), and the ring and tree algorithms (NCCL_ALGO). This module

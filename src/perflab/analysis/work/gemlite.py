@@ -1,7 +1,7 @@
 """GemLite's choice per batch size: which kernel family and configuration it ran, where its shipped
 config file has no entry, and what the neighbouring family costs at the switch points.
 
-The record (`gemlite.json`, written on the GPU machine by scripts/gemlite_configs.py) is
+The record (`gemlite.json`, written on the GPU machine by scripts/record.py gemlite-configs) is
 
     {"layer": {"N": 3072, "K": 8192, "group_size": 128, "W_nbits": 4, ...}, "sms": 132,
      "config_file": "h100.json",

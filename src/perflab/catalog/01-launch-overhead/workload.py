@@ -19,17 +19,13 @@ SIZE = {"layers": 24, "dim": 256, "heads": 4, "tokens": 16, "ffn": 1024}
 SMOKE_SIZE = {"layers": 2, "dim": 64, "heads": 4, "tokens": 8, "ffn": 128}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int):
     """Weights and input, deterministic from ``seed`` (drawn on the CPU, then moved)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator().manual_seed(int(seed))
 
     def randn(*shape, std=1.0):

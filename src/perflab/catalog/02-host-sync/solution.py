@@ -12,10 +12,10 @@ On the CPU the same device-side loop runs eagerly (no graphs there).
 """
 from __future__ import annotations
 
-from perflab.workloads import siblings
+from perflab.workloads import cuda_graph, siblings
 
 _w = siblings.load(__file__, "02-host-sync")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, EOS, PAD, _size, _build, forward_token = (_w.SIZE, _w.SMOKE_SIZE, _w.EOS, _w.PAD, _w._size,
+SIZE, SMOKE_SIZE, EOS, PAD, _build, forward_token = (_w.SIZE, _w.SMOKE_SIZE, _w.EOS, _w.PAD,
                                                             _w._build, _w.forward_token)
 
 
@@ -42,18 +42,8 @@ def setup(device: str, seed: int) -> dict:
     state.update(device=str(device), eos=EOS)
     state["raw"] = torch.empty(state["size"]["new_tokens"], dtype=torch.long, device=device)
     if str(device).startswith("cuda"):
-        with torch.no_grad():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    decode(state)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                state["static_out"] = decode(state)
+        state["graph"], state["static_out"] = cuda_graph.capture(lambda: decode(state))   # the whole decode: one replay
         torch.cuda.synchronize()
-        state["graph"] = graph
     return state
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from perflab.workloads import sizes
+from perflab.workloads import cuda_graph, sizes
 
 SIZE = {"vocab": 32000, "dim": 256, "layers": 2, "new_tokens": 64}
 SMOKE_SIZE = {"vocab": 512, "dim": 32, "layers": 2, "new_tokens": 16}
@@ -23,15 +23,11 @@ EOS = 2
 PAD = -1
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights, prompt token and initial hidden state, deterministic from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator().manual_seed(int(seed))
     d, v, n_layers = size["dim"], size["vocab"], size["layers"]
 
@@ -87,18 +83,8 @@ def setup(device: str, seed: int) -> dict:
     state["static_next"] = torch.zeros(1, dtype=torch.long, device=device)
     if str(device).startswith("cuda"):
         # One token = one CUDA graph replay (the launch-overhead lesson, already applied).
-        with torch.no_grad():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    _token_step(state)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                _token_step(state)
+        state["graph"], _ = cuda_graph.capture(lambda: _token_step(state), warmups=3)
         torch.cuda.synchronize()
-        state["graph"] = graph
     return state
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "03-pageable-copies")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, _build, compute = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.compute
+SIZE, SMOKE_SIZE, _build, compute = _w.SIZE, _w.SMOKE_SIZE, _w._build, _w.compute
 
 
 def setup(device: str, seed: int) -> dict:

@@ -20,15 +20,11 @@ SIZE = {"batches": 4, "rows": 4096, "dim": 2048, "hidden": 8192}
 SMOKE_SIZE = {"batches": 3, "rows": 64, "dim": 32, "hidden": 64}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights (on the device) and the K host batches (pageable CPU tensors), from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator().manual_seed(int(seed))
     n, d, f = size["rows"], size["dim"], size["hidden"]
 

@@ -23,15 +23,11 @@ SIZE = {"batch": 64, "dim": 1024, "vocab": 65536, "allowed": 16, "tokens": 32}
 SMOKE_SIZE = {"batch": 4, "dim": 32, "vocab": 256, "allowed": 8, "tokens": 5}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights, embeddings, the allowed ids and the first token of each sequence, from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))     # weights: drawn on the device
     host_gen = torch.Generator().manual_seed(int(seed))              # small host-side choices
     b, d, v, k = size["batch"], size["dim"], size["vocab"], size["allowed"]

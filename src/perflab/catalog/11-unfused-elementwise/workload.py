@@ -23,15 +23,11 @@ SMOKE_SIZE = {"rows": 64, "dim": 32}
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Activation, residual and the per-channel bias and scale, drawn on the device from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     n, d = size["rows"], size["dim"]
 

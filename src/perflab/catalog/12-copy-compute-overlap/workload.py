@@ -21,15 +21,11 @@ SIZE = {"batches": 8, "rows": 4096, "dim": 4096, "hidden": 8192}
 SMOKE_SIZE = {"batches": 3, "rows": 64, "dim": 32, "hidden": 64}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights (on the device), the K input batches and the result buffer in (pinned) host memory."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     k, n, d, f = size["batches"], size["rows"], size["dim"], size["hidden"]
     pinned = str(device).startswith("cuda")

@@ -6,7 +6,7 @@ are waiting (``state["requests"]`` [N, 1024] fp32); the server runs the model on
 separately (batch size 1) and returns all N outputs [N, 1024] fp32.
 
 ``forward(state, x)`` runs the model on a batch x [B, 1024]; ``make_batch(state, batch, seed)``
-builds a random batch of any size (scripts/record_batch_sweep.py uses both for the sweep).
+builds a random batch of any size (scripts/record.py batch-sweep uses both for the sweep).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 """
@@ -20,15 +20,11 @@ SIZE = {"requests": 2048, "dim": 1024, "hidden": 4096}
 SMOKE_SIZE = {"requests": 24, "dim": 32, "hidden": 64}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Weights and the N waiting requests, drawn on the device from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     d, f = size["dim"], size["hidden"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "14-operator-hotspot")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, _build, body = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.body
+SIZE, SMOKE_SIZE, _build, body = _w.SIZE, _w.SMOKE_SIZE, _w._build, _w.body
 
 
 def setup(device: str, seed: int) -> dict:

@@ -18,15 +18,11 @@ SIZE = {"rows": 4096, "dim": 4096, "layers": 6, "classes": 8192}
 SMOKE_SIZE = {"rows": 16, "dim": 32, "layers": 2, "classes": 48}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Input, bf16 block weights and the fp32 head, drawn on the device from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     n, d, c = size["rows"], size["dim"], size["classes"]
 

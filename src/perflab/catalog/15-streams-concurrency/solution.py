@@ -27,7 +27,7 @@ from perflab.workloads import siblings
 from perflab.workloads.expert_gemm import expert_gemm
 
 _w = siblings.load(__file__, "15-streams-concurrency")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, _build = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build
+SIZE, SMOKE_SIZE, _build = _w.SIZE, _w.SMOKE_SIZE, _w._build
 
 STREAMS = 8
 

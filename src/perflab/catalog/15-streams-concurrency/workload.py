@@ -22,15 +22,11 @@ SIZE = {"experts": 32, "tokens": 128, "dim": 8192, "hidden": 4096}
 SMOKE_SIZE = {"experts": 3, "tokens": 8, "dim": 64, "hidden": 32}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """The routed tokens per expert, the experts' weights and the output buffer, drawn from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     e, t, d, f = size["experts"], size["tokens"], size["dim"], size["hidden"]
     x = torch.randn(e, t, d, generator=gen, device=device).to(torch.bfloat16)

@@ -23,15 +23,11 @@ SIZE = {"batch": 128, "size": 512, "patch": 16, "dim": 512, "classes": 1000, "to
 SMOKE_SIZE = {"batch": 2, "size": 32, "patch": 8, "dim": 16, "classes": 10, "top": 3}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Frames (uint8, on the device), the embedding and head weights (bf16), the class names."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     b, s, p, d, c = size["batch"], size["size"], size["patch"], size["dim"], size["classes"]
     k = 3 * p * p

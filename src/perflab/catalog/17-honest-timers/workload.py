@@ -22,15 +22,11 @@ SMOKE_SIZE = {"batch": 8, "dim": 32, "hidden": 48, "routes": 16, "top": 3}
 PARTS = ("encode", "select", "postprocess")
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Queries, encoder weights and route centroids (fp32, on the device), drawn from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     b, d, f, r = size["batch"], size["dim"], size["hidden"], size["routes"]
 

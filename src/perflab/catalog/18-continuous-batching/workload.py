@@ -28,10 +28,6 @@ SMOKE_SIZE = {"model": "SMOKE", "layers": 1, "slots": 4, "requests": 12, "prompt
 LENGTH_SEED = 4     # the stream whose static/continuous cost ratio is the median of seeds 0..9 (README)
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def lengths(size: dict) -> list[int]:
     """Each request's output length: the same stream whatever the seed of the weights and prompts."""
     return serving.output_lengths(size["requests"], size["min_new"], size["max_new"], LENGTH_SEED)
@@ -41,7 +37,7 @@ def _build(device: str, seed: int) -> dict:
     """Model, prompts and engine, drawn on the device from ``seed``; CUDA graphs on a GPU."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     cfg = dict(getattr(llama, size["model"]), layers=size["layers"])
     out_lens = lengths(size)
     model = llama.build(cfg, device, seed, batch=size["slots"], max_seq=size["prompt"] + max(out_lens))
@@ -68,19 +64,8 @@ def serve(engine: serving.Engine) -> None:
             engine.release(slot)
 
 
-def run(state: dict, schedule):
-    """The whole stream served once by ``schedule(engine)``: every request's tokens."""
-    import torch
-
-    engine = state["engine"]
-    engine.reset()
-    with torch.no_grad():
-        schedule(engine)
-    return engine.outputs()
-
-
 def step(state: dict):
-    return run(state, serve)
+    return state["engine"].serve(serve)   # the whole stream, from the start
 
 
 # The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).

@@ -11,13 +11,12 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "19-chunked-prefill")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, LENGTH_SEED, _size, lengths, arrivals, _build, run, busy, free_slots = (
-    _w.SIZE, _w.SMOKE_SIZE, _w.LENGTH_SEED, _w._size, _w.lengths, _w.arrivals, _w._build, _w.run, _w.busy,
+SIZE, SMOKE_SIZE, LENGTH_SEED, lengths, arrivals, _build, busy, free_slots = (
+    _w.SIZE, _w.SMOKE_SIZE, _w.LENGTH_SEED, _w.lengths, _w.arrivals, _w._build, _w.busy,
     _w.free_slots)
 
 
-def setup(device: str, seed: int) -> dict:
-    return _build(device, seed)
+setup = _w.setup   # the same engine and request stream as workload.py
 
 
 def serve(engine) -> None:
@@ -38,4 +37,4 @@ def serve(engine) -> None:
 
 
 def step(state: dict):
-    return run(state, serve)
+    return state["engine"].serve(serve)

@@ -39,10 +39,6 @@ LENGTH_SEED = 7
 # prefills one chunk per forward keeps up with the arrivals (else its queue, and every TTFT, would grow)
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def lengths(size: dict) -> list[int]:
     """Each request's answer length: the same stream whatever the seed of the weights and prompts."""
     return serving.output_lengths(size["requests"], size["min_new"], size["max_new"], LENGTH_SEED)
@@ -57,7 +53,7 @@ def _build(device: str, seed: int) -> dict:
     """Model, prompts, answers and engine, drawn on the device from ``seed``; CUDA graphs on a GPU."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     cfg = dict(getattr(llama, size["model"]), layers=size["layers"])
     out_lens = lengths(size)
     # +1: the position a slot parks at while its prompt is prefilled in chunks (nothing reads it)
@@ -93,19 +89,8 @@ def serve(engine: serving.Engine) -> None:
         engine.decode()            # no request running: the server idles one forward until the next arrives
 
 
-def run(state: dict, schedule):
-    """The whole stream served once by ``schedule(engine)``: every request's per-token scores."""
-    import torch
-
-    engine = state["engine"]
-    engine.reset()
-    with torch.no_grad():
-        schedule(engine)
-    return engine.outputs()
-
-
 def step(state: dict):
-    return run(state, serve)
+    return state["engine"].serve(serve)   # the whole stream, from the start
 
 
 # The step's inputs, refilled before every timed repetition of a fix check (puzzles/engine/guard.py).

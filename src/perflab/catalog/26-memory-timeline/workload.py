@@ -18,16 +18,12 @@ SIZE = {"batch": 4096, "width": 1024, "expand": 4, "blocks": 32}
 SMOKE_SIZE = {"batch": 64, "width": 32, "expand": 4, "blocks": 4}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def build(device: str, seed: int) -> dict:
     """The tower (trainable parameters, as exported from training) and one input batch."""
     import torch
     from torch import nn
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     gen = torch.Generator().manual_seed(int(seed))
     w, h = size["width"], size["width"] * size["expand"]

@@ -19,14 +19,10 @@ SMOKE_SIZE = {"tokens": 16, "hidden": 32, "layers": 3}
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def build(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     gen = torch.Generator().manual_seed(int(seed))
     d = size["hidden"]

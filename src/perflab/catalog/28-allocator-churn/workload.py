@@ -20,16 +20,12 @@ SIZE = {"items": 32768, "width": 256, "blocks": 12}
 SMOKE_SIZE = {"items": 64, "width": 16, "blocks": 2}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def build(device: str, seed: int) -> dict:
     """The tower (eval mode) and one request's candidate features, deterministic from ``seed``."""
     import torch
     from torch import nn
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     w = size["width"]
     with torch.random.fork_rng(devices=[]):  # nn's default initialization, seeded, leaving the global RNG as it was

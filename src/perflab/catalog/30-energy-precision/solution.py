@@ -14,7 +14,7 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "30-energy-precision")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, _build, mlp = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w._build, _w.mlp
+SIZE, SMOKE_SIZE, _build, mlp = _w.SIZE, _w.SMOKE_SIZE, _w._build, _w.mlp
 
 
 def setup(device: str, seed: int) -> dict:

@@ -18,15 +18,11 @@ SIZE = {"batch": 4096, "dim": 4096, "hidden": 8192}
 SMOKE_SIZE = {"batch": 8, "dim": 32, "hidden": 64}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def _build(device: str, seed: int) -> dict:
     """Requests and weights (fp32, on the device), drawn from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     b, d, f = size["batch"], size["dim"], size["hidden"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from perflab.workloads import siblings
 
 _w = siblings.load(__file__, "41-cuda-graph-memory")   # this puzzle's workload.py: what the fix keeps
-MAX_BATCH, POSITION, ROUND, config, _requests = _w.MAX_BATCH, _w.POSITION, _w.ROUND, _w.config, _w._requests
+MAX_BATCH, POSITION, ROUND, config, build = _w.MAX_BATCH, _w.POSITION, _w.ROUND, _w.config, _w.build
 
 CAPTURED = (16, 8, 4, 2, 1)  # largest first: later captures fit in the memory the first one reserved
 
@@ -21,33 +21,8 @@ CAPTURED = (16, 8, 4, 2, 1)  # largest first: later captures fit in the memory t
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    from perflab.workloads import fp8, llama
-
-    cfg = config(device)
-    model = llama.build(cfg, device, seed, batch=MAX_BATCH, max_seq=32)
-    llama.swap_linears(model, fp8.make_dequant_linear)
-    state = {"model": model, "requests": _requests(cfg, device, seed), "graphs": {}}
-    if str(device).startswith("cuda"):
-        torch.cuda.empty_cache()
-        pool = torch.cuda.graph_pool_handle()
-        for b in CAPTURED:
-            state["graphs"][b] = _capture(model, b, device, pool)
-    return state
-
-
-def _capture(model, batch: int, device: str, pool) -> dict:
-    import torch
-
-    tokens = torch.zeros(batch, 1, dtype=torch.long, device=device)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side), torch.inference_mode():
-        model(tokens, POSITION)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.inference_mode(), torch.cuda.graph(graph, pool=pool):
-        out = model(tokens, POSITION)
-    return {"graph": graph, "tokens": tokens, "out": out}
+    pool = torch.cuda.graph_pool_handle() if str(device).startswith("cuda") else None
+    return build(device, seed, CAPTURED, pool)   # the same model and requests; a few sizes, one shared pool
 
 
 def step(state: dict):

@@ -36,6 +36,12 @@ def _requests(cfg: dict, device: str, seed: int) -> list:
 
 
 def setup(device: str, seed: int) -> dict:
+    return build(device, seed, range(1, MAX_BATCH + 1))
+
+
+def build(device: str, seed: int, captured, pool=None) -> dict:
+    """The model, one round of requests and a graph per batch size in `captured`, each in its own private
+    memory pool unless `pool` names one they share."""
     import torch
 
     from perflab.workloads import fp8, llama
@@ -46,12 +52,12 @@ def setup(device: str, seed: int) -> dict:
     state = {"model": model, "requests": _requests(cfg, device, seed), "graphs": {}}
     if str(device).startswith("cuda"):
         torch.cuda.empty_cache()
-        for b in range(1, MAX_BATCH + 1):  # one graph per batch size, each in its own private pool
-            state["graphs"][b] = _capture(model, b, device)
+        for b in captured:
+            state["graphs"][b] = _capture(model, b, device, pool)
     return state
 
 
-def _capture(model, batch: int, device: str) -> dict:
+def _capture(model, batch: int, device: str, pool=None) -> dict:
     import torch
 
     tokens = torch.zeros(batch, 1, dtype=torch.long, device=device)
@@ -61,7 +67,7 @@ def _capture(model, batch: int, device: str) -> dict:
         model(tokens, POSITION)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.inference_mode(), torch.cuda.graph(graph):
+    with torch.inference_mode(), torch.cuda.graph(graph, pool=pool):
         out = model(tokens, POSITION)
     return {"graph": graph, "tokens": tokens, "out": out}
 

@@ -3,14 +3,7 @@ own tuning run and its own winner (a 16-row tile, 128+ thread blocks) instead of
 128x256 tile. (Bucketing M, e.g. by powers of two, keeps the number of tuning runs small in a
 server with many batch sizes; GemLite does that.)
 
-The slow version:
-
-A serving process with one projection, y = x @ W^T (bf16, W [8192, 8192] like nn.Linear's weight),
-run by an in-project Triton GEMM under `triton.autotune`. At start-up it serves a prefill batch
-(M = 4096 tokens): the autotuner benchmarks its configs on that shape and caches the winner under
-its key. Then it decodes: every step is the same GEMM with M = 16 tokens. The key is ["N", "K"]:
-M is not in it, so decode reuses the prefill winner, a 128x256 tile, on a 16-row problem: 7/8 of
-each tile's rows are padding and the 8192 columns make only 32 thread blocks for 132 SMs.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([16, 8192] bf16).
 For the autotuning log (perflab.puzzles.evidence.autotune): ``TUNED`` and ``tuned_calls(state)``.
@@ -32,6 +25,7 @@ matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"], do_bench=triton_g
 TUNED = matmul
 
 
+# setup, step and tuned_calls as in workload.py, written out here: they must launch this file's `matmul` (the new key).
 def setup(device: str, seed: int) -> dict:
     import torch
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 ROWS, COLS = 4096, 8192
 TILE = 32
@@ -39,8 +39,7 @@ def setup(device: str, seed: int) -> dict:
     gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
     x = (torch.rand(ROWS, COLS, generator=gen, device=device) - 0.5)
     out = torch.empty(COLS, ROWS, device=device)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out),
-            "kernel": kernel(KERNEL_SRC, "transpose_scale_tiled")}
+    return kernel_state(x, out, KERNEL_SRC, "transpose_scale_tiled")
 
 
 def step(state: dict):

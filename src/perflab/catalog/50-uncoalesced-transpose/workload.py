@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 ROWS, COLS = 4096, 8192
 
@@ -45,8 +45,7 @@ def setup(device: str, seed: int) -> dict:
 
     x = make_input(device, seed)
     out = torch.empty(COLS, ROWS, device=device)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out),
-            "kernel": kernel(KERNEL_SRC, "transpose_scale")}
+    return kernel_state(x, out, KERNEL_SRC, "transpose_scale")
 
 
 def step(state: dict):

@@ -41,12 +41,17 @@ def reference(expert):
 
 
 def setup(device: str, seed: int) -> dict:
+    return with_kernel(device, seed, KERNEL_SRC, "expert_counts")
+
+
+def with_kernel(device: str, seed: int, source: str, name: str) -> dict:
+    """The routed tokens, the counts and the kernel `name` compiled from `source`."""
     import torch
 
     expert = make_input(device, seed)
     counts = torch.zeros(EXPERTS, dtype=torch.int32, device=device)
     return {"expert": expert, "counts": counts, "expert_cu": view(expert), "counts_cu": view(counts),
-            "kernel": kernel(KERNEL_SRC, "expert_counts")}
+            "kernel": kernel(source, name)}
 
 
 def step(state: dict):

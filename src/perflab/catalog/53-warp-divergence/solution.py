@@ -4,27 +4,16 @@ of channel w (lane l -> element 8*l + w). Every warp now takes one branch with a
 A warp's loads become strided by 8 floats, but the block reads the same 1 KB as before (L1 hits)
 and the kernel is compute-bound: the price is nothing next to 8x fewer issued instructions.
 
-The slow version:
-
-A per-channel activation mix: channel c of the interleaved [N/8, 8] tensor goes through one of 8
-different iterated functions (think of 8 heads with different nonlinearities). One thread per
-element, so lane l of a warp handles channel l % 8: every warp contains all 8 channels and executes
-all 8 loops one after another, each with only 4 of its 32 lanes active.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from perflab.workloads import siblings
-from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "53-warp-divergence")   # this puzzle's workload.py: what the fix keeps
-CHANNEL_FUNCTIONS, make_input = _w.CHANNEL_FUNCTIONS, _w.make_input
-
-N, ITERS, THREADS = 1 << 21, 256, 256   # THREADS must stay 256 (8 warps = 8 channels)
-
+CHANNEL_FUNCTIONS, make_input, with_kernel = _w.CHANNEL_FUNCTIONS, _w.make_input, _w.with_kernel
 
 KERNEL_SRC = CHANNEL_FUNCTIONS + r"""
 extern "C" __global__ void channel_mix_sorted(const float* __restrict__ in, float* __restrict__ out, int n,
@@ -38,14 +27,7 @@ extern "C" __global__ void channel_mix_sorted(const float* __restrict__ in, floa
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    x = make_input(device, seed)
-    out = torch.empty_like(x)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "channel_mix_sorted")}
+    return with_kernel(device, seed, KERNEL_SRC, "channel_mix_sorted")   # the workload's input and output, this kernel
 
 
-def step(state: dict):
-    state["kernel"](((N + THREADS - 1) // THREADS,), (THREADS,),
-                    (state["x_cu"], state["out_cu"], np.int32(N), np.int32(ITERS)))
-    return state["out"]
+step = _w.step   # the same launch as workload.py: only the kernel changed

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 N, ITERS, THREADS = 1 << 21, 256, 256
 
@@ -50,11 +50,15 @@ def make_input(device: str, seed: int):
 
 
 def setup(device: str, seed: int) -> dict:
+    return with_kernel(device, seed, KERNEL_SRC, "channel_mix")
+
+
+def with_kernel(device: str, seed: int, source: str, name: str) -> dict:
+    """The input, the output and the kernel `name` compiled from `source`."""
     import torch
 
     x = make_input(device, seed)
-    out = torch.empty_like(x)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "channel_mix")}
+    return kernel_state(x, torch.empty_like(x), source, name)
 
 
 def step(state: dict):

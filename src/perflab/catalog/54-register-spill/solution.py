@@ -3,28 +3,16 @@
 the recording's H100, no stack frame): 6 blocks per SM instead of 8, but no local-memory traffic.
 Same code, same results.
 
-The slow version:
-
-A polynomial feature expansion: each element x feeds 64 running accumulators over 32 steps
-(acc[j] = acc[j] * x + c[j, it]), then a weighted sum. 64 live floats per thread, plus indices and
-pointers. Someone asked for "full occupancy" with __launch_bounds__(256, 8): 8 blocks of 256 threads
-per SM leaves 65536 / 2048 = 32 registers per thread, so the compiler spills the accumulators to
-local memory and every FMA of the inner loop goes through a load and a store.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from perflab.workloads import siblings
-from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "54-register-spill")   # this puzzle's workload.py: what the fix keeps
-KERNEL_BODY, make_input = _w.KERNEL_BODY, _w.make_input
-
-N, THREADS = 1 << 20, 256
-
+KERNEL_BODY, make_input, with_kernel = _w.KERNEL_BODY, _w.make_input, _w.with_kernel
 
 KERNEL_SRC = r"""
 extern "C" __global__ void __launch_bounds__(256)          // no blocks-per-SM demand: no register cap
@@ -32,13 +20,7 @@ poly_features(const float* __restrict__ in, float* __restrict__ out, size_t n) {
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    x = make_input(device, seed)
-    out = torch.empty_like(x)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "poly_features")}
+    return with_kernel(device, seed, KERNEL_SRC, "poly_features")   # the workload's input and output, this kernel
 
 
-def step(state: dict):
-    state["kernel"](((N + THREADS - 1) // THREADS,), (THREADS,), (state["x_cu"], state["out_cu"], np.uint64(N)))
-    return state["out"]
+step = _w.step   # the same launch as workload.py: only the kernel changed

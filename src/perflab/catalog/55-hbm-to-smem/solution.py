@@ -4,13 +4,7 @@ More bytes in flight per SM: 16-byte (float4) loads, four of them per thread bef
 synchronizes (64 B per thread, 16 KB per block), and eight blocks per SM: 128 KB in flight per SM
 instead of 4 KB. Same data into shared memory, same sum (in another order: fp64 total, rtol 1e-5).
 
-The slow version:
-
-Stream a 512 MB fp32 buffer from HBM into shared memory and consume it there (a sum, so nothing is
-optimized away): the classic "how fast can SMs pull data into SMEM" test. Four blocks of 256
-threads per SM; each iteration every thread loads ONE float into the tile, the block synchronizes,
-reads the tile, synchronizes again. Each SM has 4 KB in flight at a time: far too little to cover
-the DRAM latency, so the test reports a fraction of the HBM bandwidth.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> total`` ([1] fp64).
 """
@@ -19,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.workloads import siblings
-from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "55-hbm-to-smem")   # this puzzle's workload.py: what the fix keeps
-N, BLOCK_TOTAL, make_input, reference, sms = _w.N, _w.BLOCK_TOTAL, _w.make_input, _w.reference, _w.sms
+N, BLOCK_TOTAL, make_input, reference, sms, with_kernel = (_w.N, _w.BLOCK_TOTAL, _w.make_input, _w.reference, _w.sms,
+                                                         _w.with_kernel)
 
 THREADS, BLOCKS_PER_SM = 256, 8
 
@@ -51,12 +45,7 @@ extern "C" __global__ void hbm_to_smem_vec4(const float4* __restrict__ in, doubl
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    x = make_input(device, seed)
-    total = torch.zeros(1, dtype=torch.float64, device=device)
-    return {"x": x, "total": total, "x_cu": view(x), "total_cu": view(total), "grid": sms(device) * BLOCKS_PER_SM,
-            "kernel": kernel(KERNEL_SRC, "hbm_to_smem_vec4")}
+    return with_kernel(device, seed, KERNEL_SRC, "hbm_to_smem_vec4", BLOCKS_PER_SM)   # the workload's input, this kernel
 
 
 def step(state: dict):

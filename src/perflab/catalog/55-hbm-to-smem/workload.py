@@ -66,12 +66,17 @@ def sms(device: str) -> int:
 
 
 def setup(device: str, seed: int) -> dict:
+    return with_kernel(device, seed, KERNEL_SRC, "hbm_to_smem", BLOCKS_PER_SM)
+
+
+def with_kernel(device: str, seed: int, source: str, name: str, blocks_per_sm: int) -> dict:
+    """The input, the fp64 total and the kernel `name` compiled from `source`, a grid of blocks_per_sm per SM."""
     import torch
 
     x = make_input(device, seed)
     total = torch.zeros(1, dtype=torch.float64, device=device)
-    return {"x": x, "total": total, "x_cu": view(x), "total_cu": view(total), "grid": sms(device) * BLOCKS_PER_SM,
-            "kernel": kernel(KERNEL_SRC, "hbm_to_smem")}
+    return {"x": x, "total": total, "x_cu": view(x), "total_cu": view(total), "grid": sms(device) * blocks_per_sm,
+            "kernel": kernel(source, name)}
 
 
 def step(state: dict):

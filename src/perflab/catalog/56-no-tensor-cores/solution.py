@@ -4,12 +4,7 @@ bf16 inputs change the result at the 1e-2 relative level (puzzle.toml's rtol/ato
 accepted); TF32 (torch.backends.cuda.matmul.allow_tf32 = True on fp32 inputs) is the closer-to-fp32
 alternative at about half the bf16 speed.
 
-The slow version:
-
-C = A @ B for 4096 x 4096 fp32 matrices with a hand-written CUDA GEMM: a decent SIMT kernel (128x128
-block tile, 8x8 outputs per thread, float4 shared-memory loads), the kind that was state of the art
-before tensor cores. Every multiply-add is an FFMA on the FP32 pipe; the H100's tensor cores, with
-an order of magnitude more throughput, sit idle.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([4096, 4096] fp32).
 """

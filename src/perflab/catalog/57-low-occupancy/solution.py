@@ -3,28 +3,16 @@ of 12288. The 48 KB buffer allowed 4 blocks (8 warps) per SM, 12.5 % of the warp
 16-byte loads in flight to cover DRAM latency; with 256 bytes the SM holds 32 blocks (64 warps, its
 maximum). Same code, same reduction order, same results.
 
-The slow version:
-
-Row statistics for RMSNorm: out[r] = sum of x[r, :]**2 over 16384 rows of 4096 fp32 values (256 MB), one
-block of 64 threads per row. Each thread streams its share of the row in 16-byte loads, one load in flight
-at a time, and the block reduces the 64 partial sums in shared memory. The kernel was cut down from a tiled
-version that staged 48 KB of the row per block in shared memory; the staging is gone, the buffer is not:
-__shared__ float stage[12288] is still declared, and only its first 64 entries are used.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([ROWS] fp32).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from perflab.workloads import siblings
-from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "57-low-occupancy")   # this puzzle's workload.py: what the fix keeps
-KERNEL_BODY, make_input, reference = _w.KERNEL_BODY, _w.make_input, _w.reference
-
-ROWS, COLS, THREADS = 16384, 4096, 64
-
+KERNEL_BODY, make_input, reference, with_kernel = _w.KERNEL_BODY, _w.make_input, _w.reference, _w.with_kernel
 
 KERNEL_SRC = r"""
 extern "C" __global__ void row_sum_squares(const float4* __restrict__ x, float* __restrict__ out, int cols4) {
@@ -33,13 +21,7 @@ extern "C" __global__ void row_sum_squares(const float4* __restrict__ x, float* 
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    x = make_input(device, seed)
-    out = torch.empty(ROWS, device=device)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "row_sum_squares")}
+    return with_kernel(device, seed, KERNEL_SRC, "row_sum_squares")   # the workload's input and output, this kernel
 
 
-def step(state: dict):
-    state["kernel"]((ROWS,), (THREADS,), (state["x_cu"], state["out_cu"], np.int32(COLS // 4)))
-    return state["out"]
+step = _w.step   # the same launch as workload.py: only the kernel changed

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 ROWS, COLS, THREADS = 16384, 4096, 64
 
@@ -55,11 +55,15 @@ def reference(x):
 
 
 def setup(device: str, seed: int) -> dict:
+    return with_kernel(device, seed, KERNEL_SRC, "row_sum_squares")
+
+
+def with_kernel(device: str, seed: int, source: str, name: str) -> dict:
+    """The input, the output and the kernel `name` compiled from `source`."""
     import torch
 
     x = make_input(device, seed)
-    out = torch.empty(ROWS, device=device)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out), "kernel": kernel(KERNEL_SRC, "row_sum_squares")}
+    return kernel_state(x, torch.empty(ROWS, device=device), source, name)
 
 
 def step(state: dict):

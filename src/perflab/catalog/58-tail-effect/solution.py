@@ -3,14 +3,7 @@ BLOCKS_PER_SM), each thread striding over all particles, so every SM gets 1/SMs 
 one chunk each plus one SM doing a second chunk alone. Each particle gets the same 128 steps in the same
 order: the same results.
 
-The slow version:
-
-A damped-oscillator particle update: each particle (x, v) takes 128 explicit steps
-(v += dt * (-k x - c v), x += dt v), a pure FP32 FMA workload. The particles come in chunks of 262144;
-one block of 1024 threads integrates one chunk, each thread 16 particles at a time (16 independent chains
-keep the FMA pipes busy). Those 16 (x, v) pairs take over 32 registers per thread, so one block fills an
-SM's register file: one block per SM. This run has one chunk more than the GPU has SMs (the chunk count is
-taken from the device, so the effect shows on any GPU): a full wave of blocks, then one block alone.
+The slow version: see workload.py's docstring.
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state``, ``step(state) -> out`` ([N] fp32 positions).
 """
@@ -20,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from perflab.workloads import siblings
-from perflab.workloads.cuda_kernels import kernel, view
 
 _w = siblings.load(__file__, "58-tail-effect")   # this puzzle's workload.py: what the fix keeps
-CHUNK, ADVANCE, sm_count, make_input, reference_state = (_w.CHUNK, _w.ADVANCE, _w.sm_count, _w.make_input,
-                                                         _w.reference_state)
+CHUNK, ADVANCE, sm_count, make_input, reference_state, with_kernel = (
+    _w.CHUNK, _w.ADVANCE, _w.sm_count, _w.make_input, _w.reference_state, _w.with_kernel)
 
 THREADS, ILP, GROUPS = 1024, 16, 16
 BLOCKS_PER_SM = 1                       # 1024 threads x > 32 registers: one block per SM
@@ -43,14 +35,7 @@ extern "C" __global__ void __launch_bounds__(1024) integrate_particles(const flo
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    chunks = sm_count(device) + 1       # one chunk more than SMs
-    n = chunks * CHUNK
-    x0, v0 = make_input(device, seed, n)
-    out = torch.empty_like(x0)
-    return {"x0": x0, "v0": v0, "out": out, "n": n, "chunks": chunks, "args": (view(x0), view(v0), view(out)),
-            "kernel": kernel(KERNEL_SRC, "integrate_particles")}
+    return with_kernel(device, seed, KERNEL_SRC)   # the workload's particles, this kernel
 
 
 def step(state: dict):

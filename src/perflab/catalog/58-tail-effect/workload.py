@@ -88,6 +88,11 @@ def reference_state(state: dict):
 
 
 def setup(device: str, seed: int) -> dict:
+    return with_kernel(device, seed, KERNEL_SRC)
+
+
+def with_kernel(device: str, seed: int, source: str) -> dict:
+    """The particles (one chunk more than SMs), the output and integrate_particles compiled from `source`."""
     import torch
 
     chunks = sm_count(device) + 1       # one chunk more than SMs
@@ -95,7 +100,7 @@ def setup(device: str, seed: int) -> dict:
     x0, v0 = make_input(device, seed, n)
     out = torch.empty_like(x0)
     return {"x0": x0, "v0": v0, "out": out, "n": n, "chunks": chunks, "args": (view(x0), view(v0), view(out)),
-            "kernel": kernel(KERNEL_SRC, "integrate_particles")}
+            "kernel": kernel(source, "integrate_particles")}
 
 
 def step(state: dict):

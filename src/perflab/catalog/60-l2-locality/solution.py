@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 T, H, W = 8, 4096, 4096
 THREADS, ROWS = 128, 32
@@ -59,8 +59,7 @@ def setup(device: str, seed: int) -> dict:
     gen = torch.Generator(device=device).manual_seed(int(seed))  # drawn on the device: fast
     x = torch.rand(T, H, W, generator=gen, device=device)
     out = torch.empty_like(x)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out),
-            "kernel": kernel(KERNEL_SRC, "smooth_frames_rows")}
+    return kernel_state(x, out, KERNEL_SRC, "smooth_frames_rows")
 
 
 def step(state: dict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.workloads.cuda_kernels import kernel, view
+from perflab.workloads.cuda_kernels import kernel_state
 
 T, H, W = 8, 4096, 4096
 THREADS = 256
@@ -66,8 +66,7 @@ def setup(device: str, seed: int) -> dict:
 
     x = make_input(device, seed)
     out = torch.empty_like(x)
-    return {"x": x, "out": out, "x_cu": view(x), "out_cu": view(out),
-            "kernel": kernel(KERNEL_SRC, "smooth_frames")}
+    return kernel_state(x, out, KERNEL_SRC, "smooth_frames")
 
 
 def step(state: dict):

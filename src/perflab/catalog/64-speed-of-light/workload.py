@@ -18,10 +18,6 @@ SIZE = {"requests": 1024, "rows": 32, "dim": 8192, "hidden": 2048}
 SMOKE_SIZE = {"requests": 6, "rows": 4, "dim": 64, "hidden": 16}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def gemm_flop_per_step(size: dict) -> float:
     """FLOPs of one step's matrix multiplies (2 per multiply-add): two GEMMs over every row of every request."""
     return 2 * 2.0 * size["requests"] * size["rows"] * size["dim"] * size["hidden"]
@@ -31,7 +27,7 @@ def _build(device: str, seed: int) -> dict:
     """Weights and the N waiting requests (bf16), drawn on the device from ``seed``."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     gen = torch.Generator(device=device).manual_seed(int(seed))
     d, h = size["dim"], size["hidden"]
 

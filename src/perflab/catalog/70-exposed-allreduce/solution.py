@@ -10,33 +10,21 @@ DistributedDataParallel does the same with its buckets (bucket_cap_mb) and its a
 from __future__ import annotations
 
 from perflab.workloads import siblings
-from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "70-exposed-allreduce")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.loss_of
+SIZE, SMOKE_SIZE, loss_of = _w.SIZE, _w.SMOKE_SIZE, _w.loss_of
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
     import torch.distributed as dist
 
-    size = _size(device)
-    rank, world = rank_and_world()
-    h, n = size["hidden"], size["layers"]
-    dtype = torch.bfloat16
-    gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
-    weights = [(torch.randn(h, h, generator=gen, device=device) / h ** 0.5).to(device, dtype).requires_grad_() for _ in range(n)]
-    shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's micro-batch
-    x = torch.randn(size["batch"], h, generator=shard, device=device).to(device, dtype)
-    bucket = torch.zeros(n * h * h, device=device, dtype=dtype)
-    for i, w in enumerate(weights):                          # .grad of every weight: a view into the bucket
-        w.grad = bucket[i * h * h:(i + 1) * h * h].view(h, h)
-    state = {"size": size, "rank": rank, "world": world, "weights": weights, "x": x, "out": bucket, "pending": []}
-    if world > 1:
-        def reduce_now(w):                                   # this gradient is complete: send it now
+    state = _w.setup(device, seed)           # the same model, micro-batch and gradient bucket
+    state["pending"] = []
+    if state["world"] > 1:
+        def reduce_now(w):                   # this gradient is complete: send it now
             state["pending"].append(dist.all_reduce(w.grad, async_op=True))
 
-        for w in weights:
+        for w in state["weights"]:
             w.register_post_accumulate_grad_hook(reduce_now)
     return state
 

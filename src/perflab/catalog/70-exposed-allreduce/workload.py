@@ -20,14 +20,10 @@ SIZE = {"hidden": 8192, "layers": 8, "batch": 2048}
 SMOKE_SIZE = {"hidden": 64, "layers": 3, "batch": 32}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h, n = size["hidden"], size["layers"]
     dtype = torch.bfloat16

@@ -10,29 +10,18 @@ from __future__ import annotations
 import collections
 
 from perflab.workloads import siblings
-from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "71-straggler")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, score = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.score
+SIZE, SMOKE_SIZE, score = _w.SIZE, _w.SMOKE_SIZE, _w.score
 
 PENDING = 64   # steps of log kept on the device until read
 
 
 def setup(device: str, seed: int) -> dict:
-    import torch
-
-    size = _size(device)
-    rank, world = rank_and_world()
-    dtype = torch.bfloat16
-    h, c = size["hidden"], size["classes"]
-    gen = torch.Generator(device).manual_seed(int(seed))          # the same model on every rank
-    weights = [(torch.randn(h, h, generator=gen, device=device) / h ** 0.5).to(device, dtype) for _ in range(size["layers"])]
-    head = (torch.randn(h, c, generator=gen, device=device) / h ** 0.5).to(device, dtype)
-    shard = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's requests
-    x = torch.randn(size["batch"], h, generator=shard, device=device).to(device, dtype)
-    return {"size": size, "rank": rank, "world": world, "weights": weights, "head": head, "x": x,
-            "out": torch.zeros(c, device=device, dtype=torch.float32),
-            "pending": collections.deque(maxlen=PENDING)}
+    state = _w.setup(device, seed)           # the same model and shards
+    del state["log"]                         # no lines kept in the step: read_log formats them
+    state["pending"] = collections.deque(maxlen=PENDING)
+    return state
 
 
 def read_log(state: dict) -> list[str]:

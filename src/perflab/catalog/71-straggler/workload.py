@@ -20,14 +20,10 @@ SIZE = {"hidden": 4096, "layers": 4, "batch": 16384, "classes": 1000}
 SMOKE_SIZE = {"hidden": 64, "layers": 2, "batch": 256, "classes": 10}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     dtype = torch.bfloat16
     h, c = size["hidden"], size["classes"]

@@ -12,7 +12,7 @@ from perflab.workloads import siblings
 from perflab.workloads.ranks import graphed
 
 _w = siblings.load(__file__, "72-tp-scaling-knee")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, build, rms = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.build, _w.rms
+SIZE, SMOKE_SIZE, build, rms = _w.SIZE, _w.SMOKE_SIZE, _w.build, _w.rms
 
 
 def setup(device: str, seed: int) -> dict:

@@ -9,7 +9,7 @@ once per batch size into a CUDA graph (all-reduces included), so the host launch
 step: what remains is GPU time.
 
 ``forward(state, x)`` and ``make_batch(state, batch, seed)`` serve any batch the same way (the
-batch-size sweep at 1 and N GPUs that scripts/record_artifacts.py records into artifacts/sweep.json).
+batch-size sweep at 1 and N GPUs that scripts/record.py puzzle records into artifacts/sweep.json).
 
 Interface (docs/CONTRACTS.md): ``setup(device, seed) -> state`` and ``step(state) -> tensor``.
 Runs under torchrun (perflab.puzzles.evidence.multirank: NCCL on GPUs, gloo on the CPU) and, without a
@@ -25,15 +25,11 @@ SMOKE_SIZE = {"hidden": 64, "inner": 256, "blocks": 3, "per_rank": 4}
 SWEEP_BATCHES = [2 ** i for i in range(15)]   # 1 .. 16384 requests per call
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def build(device: str, seed: int) -> dict:
     """The full model and this step's requests, the same on every rank (deterministic from seed)."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     h, f = size["hidden"], size["inner"]
     gen = torch.Generator(device).manual_seed(int(seed))
     blocks = [((torch.randn(h, f, generator=gen, device=device) / h ** 0.5).to(torch.bfloat16),

@@ -9,29 +9,18 @@ forward prefetch does the same.
 from __future__ import annotations
 
 from perflab.workloads import siblings
-from perflab.workloads.ranks import rank_and_world
 
 _w = siblings.load(__file__, "73-nccl-timeline")   # this puzzle's workload.py: what the fix keeps
-SIZE, SMOKE_SIZE, _size, gather, finish = _w.SIZE, _w.SMOKE_SIZE, _w._size, _w.gather, _w.finish
+SIZE, SMOKE_SIZE, gather, finish = _w.SIZE, _w.SMOKE_SIZE, _w.gather, _w.finish
 
 
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
-    rank, world = rank_and_world()
-    h = size["hidden"]
-    dtype = torch.bfloat16
-    gen = torch.Generator(device).manual_seed(int(seed))
-    shards = []
-    for _ in range(size["layers"]):                          # keep only this rank's 1/world of each weight
-        w = (torch.randn(h * h, generator=gen, device=device) / h ** 0.5).to(dtype)
-        shards.append(w.chunk(world)[rank].clone().to(device))
-    requests = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)
-    x = torch.randn(size["batch"], h, generator=requests, device=device).to(device, dtype)
-    bufs = [torch.empty(h * h, device=device, dtype=dtype) for _ in range(2)]   # double buffer
-    return {"size": size, "rank": rank, "world": world, "shards": shards, "x": x, "bufs": bufs,
-            "totals": torch.zeros(h, device=device, dtype=torch.float32)}
+    state = _w.setup(device, seed)           # the same shards and requests
+    one = state.pop("full")                  # one gathered layer -> two, filled in turn
+    state["bufs"] = [one, torch.empty_like(one)]
+    return state
 
 
 def step(state: dict):

@@ -20,14 +20,10 @@ SIZE = {"hidden": 4096, "layers": 16, "batch": 8192}
 SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 32}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h = size["hidden"]
     dtype = torch.bfloat16

@@ -23,14 +23,10 @@ SMOKE_SIZE = {"hidden": 64, "layers": 4, "batch": 64}
 MICRO_BATCHES = 2
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h, n = size["hidden"], size["layers"]
     dtype = torch.bfloat16

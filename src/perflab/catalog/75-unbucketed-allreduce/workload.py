@@ -20,14 +20,10 @@ SIZE = {"inputs": 4096, "features": 1024, "heads": 192, "outputs": 64, "batch": 
 SMOKE_SIZE = {"inputs": 64, "features": 32, "heads": 12, "outputs": 8, "batch": 32}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     d, f, k = size["inputs"], size["features"], size["outputs"]
     dtype = torch.bfloat16

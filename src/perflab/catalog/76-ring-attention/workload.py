@@ -22,14 +22,10 @@ SIZE = {"batch": 2, "heads": 16, "positions": 2048, "head_dim": 128, "layers": 4
 SMOKE_SIZE = {"batch": 1, "heads": 2, "positions": 16, "head_dim": 16, "layers": 2}
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def setup(device: str, seed: int) -> dict:
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     shape = (size["batch"], size["heads"], size["positions"], size["head_dim"])
     gen = torch.Generator(device).manual_seed(int(seed) * 7919 + rank)   # this rank's positions

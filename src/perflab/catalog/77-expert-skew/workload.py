@@ -22,10 +22,6 @@ SMOKE_SIZE = {"hidden": 32, "inner": 64, "experts": 8, "tokens": 256}
 ROUTER_BIAS = [0.0, 0.0, 0.0, 0.0, 1.6, 1.6, 1.1, 1.1]   # the router learned to favour experts 4-7
 
 
-def _size(device: str) -> dict:
-    return sizes.pick(device, SIZE, SMOKE_SIZE)
-
-
 def contiguous(experts: int, world: int) -> list[int]:
     """The owner rank of every expert: experts split into contiguous ranges, one per rank."""
     return [e * world // experts for e in range(experts)]
@@ -35,7 +31,7 @@ def build(device: str, seed: int) -> dict:
     """Router, every expert's weights (the same on every rank) and this rank's tokens."""
     import torch
 
-    size = _size(device)
+    size = sizes.pick(device, SIZE, SMOKE_SIZE)
     rank, world = rank_and_world()
     h, f, n = size["hidden"], size["inner"], size["experts"]
     dtype = torch.bfloat16

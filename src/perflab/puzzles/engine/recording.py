@@ -1,4 +1,4 @@
-"""Recording a puzzle's artifacts and verifying its fix check (scripts/record_artifacts.py, check_catalog_gpu.py).
+"""Recording a puzzle's artifacts and verifying its fix check (`scripts/record.py puzzle`, `catalog-check`).
 
 `verify` checks the shipped solution (must pass) and the starter (must fail); `record` profiles slow,
 solution and the puzzle's `stages` (intermediate fixes: each must match slow's outputs and is timed

@@ -15,7 +15,6 @@ all alike); each round's median ms per step is one repeat of that kind.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
@@ -23,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from perflab.puzzles.evidence import variant_program
 
 LOOP_FUNCTION = "sampled_steps"
 INPROC = ("none", "cprofile", "yappi", "sampler", "pyinstrument")
@@ -98,10 +99,7 @@ class _Inproc:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", type=Path)
-    ap.add_argument("--device", default="")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = variant_program.parser(__doc__, device="")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=3.0)

@@ -7,17 +7,13 @@ the same program as the learner's `python examples/run_workload.py FILE`.
 """
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from perflab.puzzles.evidence import variant_program
 
 MARKER = "step"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", type=Path)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = variant_program.parser(__doc__)
     ap.add_argument("--steps", type=int, default=20)
     args = ap.parse_args(argv)
 

@@ -8,19 +8,17 @@ the kernels of that step are profiled. Exit 0 and "ok" on stdout, 1 with one lin
 """
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
+
+from perflab.puzzles.evidence import variant_program
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", type=Path)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = variant_program.parser(__doc__)
     ap.add_argument("--warmup", type=int, default=2)
     args = ap.parse_args(argv)
     import torch
+
 
     from perflab.errors import PerflabError
     from perflab.puzzles.engine import runner

@@ -1,6 +1,6 @@
 """Batch-size sweep analyses (catalog/13-batch-size-knee): answers from artifacts/sweep.json.
 
-The sweep is recorded on the GPU machine by scripts/record_batch_sweep.py (perflab.toolkit.batch_sweep).
+The sweep is recorded on the GPU machine by scripts/record.py batch-sweep (perflab.toolkit.batch_sweep).
 Registered into questions.ANALYSES on import, like every analysis.
 """
 from __future__ import annotations
