@@ -45,8 +45,9 @@ def test_each_gain_fixture_leads_with_what_a_person_would_name(name):
     report = recorded(name)
     top = report.findings[0]
     assert top.id == EXPECTED[name], [(f.id, f.severity, f.gain_pct, f.summary) for f in report.findings]
-    lo, hi = top.evidence["kernel_speedup_range"]
-    assert 1.0 <= lo <= top.evidence["kernel_speedup_est"] <= hi
+    if top.id != "healthy":   # a fix is priced as a range and a point inside it
+        lo, hi = top.evidence["kernel_speedup_range"]
+        assert 1.0 <= lo <= top.evidence["kernel_speedup_est"] <= hi
 
 
 def test_the_triton_fp32_matmul_is_no_tensor_cores_with_the_tensor_roof_as_its_speed_of_light():
@@ -72,12 +73,12 @@ def test_the_tiled_gemm_reads_its_inputs_about_once_and_the_untiled_one_re_reads
 
 
 def test_a_small_last_wave_costs_at_most_its_idle_part():
+    # recorded on the H200: 4.05 waves, and the SMs stay 97 % busy (the last wave's few blocks, alone on their SMs,
+    # run faster): healthy at its roof; the last wave can have cost no more than the SMs' 3 % idle, no finding
     report = recorded("gain_small_last_wave")
     top = report.findings[0]
-    ev = top.evidence
-    assert top.id == "tail-effect" and ev["kernel_gain_pct"] <= ev["idle_sm_time_pct"] + 0.1
-    w = ev["waves_per_sm"]
-    assert ev["kernel_speedup_at_most"] <= math.ceil(w) / w + 0.01
+    assert top.id == "healthy" and all(f.severity == "info" for f in report.findings)
+    assert report.analyses["kernels"][0]["limits"]["launch"]["waves_per_sm"] > 4
 
 
 def test_a_gemv_far_below_its_dram_roof_is_memory_bound_before_its_partial_wave():

@@ -54,6 +54,8 @@ DOCTOR_METRICS = (
     "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read.sum",
     "lts__t_sectors_srcunit_tex_aperture_sysmem_op_read_lookup_miss.sum",
     "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+    "lts__t_sectors.sum", "l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_st.sum",
     "lts__t_sectors_srcunit_tex_op_write.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "pcie__read_bytes.sum.per_second",
     "sass__inst_executed_local_loads", "sass__inst_executed_local_stores",

@@ -38,6 +38,7 @@ K_LOOP_SHARE = 0.25       # FMA at least this share of the warp instructions
 K_LOOP_FMA_PER_LOAD = 64  # and fed by loads: at most this many FMA per load instruction
 MIN_K = 8                 # fewer products per output is no matrix product worth tensor cores
 GEMV_READS = 0.5          # DRAM reads >= this x K inputs per output: each output reads its own inputs (a GEMV)
+GEMV_MAX_HIT = 25.0       # L2 read hit % above which such reads come back: an untiled product, not a GEMV
 
 
 @dataclass
@@ -146,7 +147,11 @@ def _shape(mw: MatrixWork, k: KernelProfile, t: DramTraffic) -> None:
     if depth < MIN_K:
         return
     own = mw.elem_bytes * depth * outputs          # every output reading its own K inputs
-    if reads >= GEMV_READS * own or (t.l2_read_hit_pct is not None and t.l2_read_hit_pct < 10):
+    hit = t.l2_read_hit_pct
+    # a GEMV reads each output's own inputs once, first touches all (L2 hits only on the shared vector); a matrix
+    # product read that way whose L2 hits show the same inputs coming back is an untiled product, re-reading
+    reused = hit is not None and hit >= GEMV_MAX_HIT
+    if (reads >= GEMV_READS * own and not reused) or (hit is not None and hit < 10):
         mw.gemv_like = reads >= GEMV_READS * own
         mw.compulsory_bytes = written + reads
         mw.compulsory_basis = ("bytes written + DRAM reads (each output reads its own K inputs, or L2 shows no "
