@@ -93,6 +93,8 @@ def _findings(chosen: RankView, own: dict, ranks: list[RankView], multi: dict) -
     findings = after_system_causes(rank_findings(share_lost_time(rank_findings([f for _, f in found]), idle)), idle)
     if not any(f.severity in ("high", "medium") for f in findings):
         findings = [_finding(f) for f in own["healthy"]] + findings
+    if not any(f.id == "not-judged" for f in findings):   # beside the system verdict (doctor.beside_system_verdict)
+        findings += [_finding(f) for f in own.get("not_judged", [])]
     return findings
 
 

@@ -138,8 +138,12 @@ def _own_findings(ctx) -> dict:
 
     own = [(index, f) for index, rule in enumerate(rules_for("kineto")) if rule.__module__ not in JOB_RULE_MODULES
            for f in rule(ctx)]
+    from perflab.doctor.rules.unjudged import unjudged
+
+    note = unjudged(ctx)   # not-judged: the doctor puts it beside the system verdict, or at the head (healthy())
     return {"findings": [{"rule": index, **f.to_dict()} for index, f in own],
-            "healthy": [f.to_dict() for f in healthy(ctx, [f for _, f in own])]}
+            "healthy": [f.to_dict() for f in healthy(ctx, [f for _, f in own])],
+            "not_judged": [note.to_dict()] if note is not None else []}
 
 
 def _uncovered(lo: float, hi: float, comp: tuple[np.ndarray, np.ndarray]) -> list[float]:
