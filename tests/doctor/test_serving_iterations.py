@@ -212,3 +212,15 @@ def test_diff_compares_two_serving_traces_by_their_serving_figures(tmp_path, cap
     metrics = {m["name"]: m for m in d["metrics"]}
     assert metrics["itl_p99_ms"]["after"] < metrics["itl_p99_ms"]["before"] / 3
     assert "Per-token latency p50" in d["verdict"] and "prefill-stall" in d["verdict"]
+
+
+def test_a_generate_loop_without_markers_is_read_through_its_embedding_lookups():
+    # HF generate, eager, dynamic cache (tests/data/stacks): no marker, no ProfilerStep; each forward starts with
+    # one aten::embedding of [4, 1] ids (the decodes) or [4, L] (a prompt)
+    trace = load(Path(__file__).resolve().parents[1] / "data" / "stacks" / "hf_eager_dynamic_cold_3100_3750ms.trace.json.gz")
+    it = serving_iterations(trace)
+    assert it is not None and len(it) >= 10 and it.tokens_from == "input shapes"
+    assert (it.decode_tokens[it.prefill_tokens == 0] == 4).all()
+    s = diagnose(trace).analyses["serving"]
+    # the slow iterations hold no prompt: cuDNN builds a plan for each new KV length (a one-time cost per shape)
+    assert "no prefill explains" in s["verdict"]

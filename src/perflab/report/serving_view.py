@@ -14,7 +14,7 @@ def serving_lines(s: dict | None) -> list[str]:
         return []
     clock = "the GPU's clock" if s["clock"]["clock"] == "gpu" else "the host's clock"
     it = s["iteration_ms"]
-    head = (f"serving: {s['iterations']} {s['engine']} iterations on {clock}"
+    head = (f"serving: {s['iterations']} iterations ({s['engine']}) on {clock}"
             + (f", tokens from {s['tokens_from']}" if s.get("tokens_from") else "")
             + f"; iteration p50 {_ms(it['p50'])} ms, p90 {_ms(it['p90'])}, p99 {_ms(it['p99'])}, mean {_ms(it['mean'])}")
     lines = [head]

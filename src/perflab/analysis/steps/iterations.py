@@ -92,11 +92,13 @@ def _iterations(trace: Trace, calls: bool) -> Iterations | None:
     marker = trace.meta.get(MARKER_KEY)
     found = _marked(trace, user_marker(marker) if marker else engine_marker)
     if found is None and calls:
-        found = _model_calls(trace)
+        found = _model_calls(trace) or _embedding_lookups(trace)
     if found is None:
         return None
     rows, markers, engine = found
     starts, ends = trace.ts[rows], trace.end[rows]
+    if engine == EMBEDDING_CALLS:   # a forward runs from its lookup to the next one's
+        ends = np.r_[starts[1:], np.nanmax(trace.end[rows])]
     tid = int(trace.tid[rows[0]])
     work = gpu_clock.range_work(trace, *gpu_clock.launch_spans(starts, ends))
     clk = gpu_clock.clock(trace, starts, ends, work, "iteration")
@@ -159,6 +161,34 @@ def _model_calls(trace: Trace) -> tuple[np.ndarray, list[Marker], str] | None:
     return rows, [Marker("model calls")] * rows.size, "model calls"
 
 
+EMBEDDING_CALLS = "forwards (embedding lookups)"
+
+
+def _embedding_lookups(trace: Trace) -> tuple[np.ndarray, list[Marker], str] | None:
+    """A generate loop seen only through its ops: each forward begins with one embedding lookup of [batch, length]
+    token ids (the first prefills, the next ones decode), on the thread that makes most of them."""
+    emb = np.flatnonzero(trace.name_table_mask(lambda s: _EMBEDDING.match(s) is not None) & (trace.kind == CPU_OP)
+                         & (trace.shape >= 0) & np.isfinite(trace.dur))
+    if emb.size < MIN_CALLS:
+        return None
+    tids, counts = np.unique(trace.tid[emb], return_counts=True)
+    emb = emb[trace.tid[emb] == tids[np.argmax(counts)]]
+    emb = emb[np.argsort(trace.ts[emb], kind="stable")]
+    two_d = [r for r in emb.tolist() if _index_dims(trace, r) is not None and len(_index_dims(trace, r)) >= 2]
+    if len(two_d) < MIN_CALLS or len(two_d) < 0.9 * emb.size:
+        return None   # packed or one-dimensional ids: no sign of a per-token loop
+    rows = np.asarray(two_d, dtype=np.int64)
+    return rows, [Marker(EMBEDDING_CALLS)] * rows.size, EMBEDDING_CALLS
+
+
+def _index_dims(trace: Trace, row: int) -> list | None:
+    try:
+        index = json.loads(trace.shapes[int(trace.shape[row])])[1]
+    except (ValueError, IndexError, TypeError):
+        return None
+    return index if isinstance(index, list) and index and all(isinstance(d, int) for d in index) else None
+
+
 def _shape_tokens(trace: Trace, starts: np.ndarray, ends: np.ndarray, tid: int) -> tuple[np.ndarray, np.ndarray]:
     """(prefill, decode) tokens per range from its first embedding lookup's indices: [B, L] with L > 1 prefills
     B x L tokens, [B, 1] decodes B; a flat [N] (an engine's packed batch) cannot tell them apart: -1."""
@@ -174,12 +204,8 @@ def _shape_tokens(trace: Trace, starts: np.ndarray, ends: np.ndarray, tid: int) 
     emb, i = emb[inside], i[inside]
     first = np.r_[True, i[1:] != i[:-1]] if i.size else np.zeros(0, dtype=bool)
     for row, k in zip(emb[first].tolist(), i[first].tolist()):
-        try:
-            dims = json.loads(trace.shapes[int(trace.shape[row])])
-            index = dims[1]
-        except (ValueError, IndexError, TypeError):
-            continue
-        if not isinstance(index, list) or not all(isinstance(d, int) for d in index) or not index:
+        index = _index_dims(trace, row)
+        if index is None:
             continue
         if len(index) >= 2:
             batch, length = int(np.prod(index[:-1])), int(index[-1])
