@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`perflab investigate` before and after level 2 in one pass, against the program alone, in one run (needs a GPU and
-Nsight Compute: scripts/gpu_one_pass.sh runs it on the device machine).
+Nsight Compute: scripts/gpu_benchmark_investigate_and_ranks.sh runs it on the device machine).
 
     python benchmarks/investigate_one_pass.py --out /tmp/inv-bench --budget-s 260
     python benchmarks/investigate_one_pass.py --out /tmp/inv-bench --programs graphed-decode

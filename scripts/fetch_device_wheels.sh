@@ -28,7 +28,7 @@ for spec in "orjson==3.11.4" "msgspec==0.19.0" "platformdirs==4.5.0" "torchao==0
       || python3 -m pip wheel -q --no-deps -w .whl "$spec"  # sdist only: build the (pure-Python) wheel here
   fi
 done
-# The trace reader's C scanner for the device's CPython 3.12 (scripts/gpu_one_pass.sh uses it when that machine cannot
+# The trace reader's C scanner for the device's CPython 3.12 (scripts/gpu_benchmark_investigate_and_ranks.sh uses it when that machine cannot
 # compile it: no Python.h there): built here with a python3.12 that has its headers, when there is one. It needs only
 # glibc 2.14 symbols.
 PY312=$(for p in "${PERFLAB_PY312:-}" "$(pyenv prefix 3.12 2>/dev/null)/bin/python3.12" $(ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null) "$(command -v python3.12)"; do

@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "multigpu-sizes": ("multigpu_sizes", "main", "the multi-GPU puzzles' slow vs fix at other sizes"),
     "interconnect": ("interconnect", "main", "all-reduce bus bandwidth under each NCCL setting"),
     "ncu-fixtures": ("ncu_fixtures", "main", "Nsight Compute reports of fixtures/kernels"),
+    "gain-fixtures": ("gain_fixtures", "main", "the gain model's kernels under ncu and the two-stream offload snapshot"),
     "stacks": ("stacks", "fixtures", "traces of compiled, graphed and HF programs; two kernels at their roof"),
     "graph-capture": ("stacks", "graph_capture", "traces whose window holds a CUDA graph's capture"),
     "stack-checks": ("stacks", "checks", "profile and investigate on compiled and graphed programs"),

@@ -1,6 +1,6 @@
 """benchmarks/investigate_one_pass.py stays runnable without a GPU: a CPU program alone, walked the earlier way and
 today's, the table and results.json written (level 1 only: no kernel to profile here; the device run measures the
-rest, scripts/gpu_one_pass.sh)."""
+rest, scripts/gpu_benchmark_investigate_and_ranks.sh)."""
 from __future__ import annotations
 
 import json

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "ncu"
 TABLE = ROOT / "fixtures" / "kernels" / "FIXTURES"
 VALIDATION = ROOT / "fixtures" / "kernels" / "VALIDATION"
-GAINS = ROOT / "fixtures" / "kernels" / "GAINS"     # recorded by scripts/record_gain_fixtures.py
+GAINS = ROOT / "fixtures" / "kernels" / "GAINS"     # recorded by scripts/record.py gain-fixtures
 
 
 def table_rows(table: Path = TABLE) -> list[tuple[str, str]]:
@@ -99,5 +99,5 @@ def test_fixtures_waiting_for_their_recording():
     gains = pending(GAINS)
     if waiting or gains:
         pytest.skip(f"not recorded yet: {', '.join(waiting + gains)} (run scripts/record.py ncu-fixtures"
-                    + (", and scripts/record_gain_fixtures.py for the GAINS lines," if gains else "")
+                    + (", and scripts/record.py gain-fixtures for the GAINS lines," if gains else "")
                     + " on the GPU machine)")

@@ -1,5 +1,5 @@
 """The gain fixtures recorded on the H100/H200 (fixtures/kernels/GAINS and fixtures/memory/offload_two_streams.py,
-recorded by scripts/record_gain_fixtures.py into tests/data/ncu and tests/data/memory): the verdicts the doctor
+recorded by scripts/record.py gain-fixtures into tests/data/ncu and tests/data/memory): the verdicts the doctor
 got wrong, each checked on the recording. A line not recorded yet is skipped, named
 (test_ncu_fixtures.test_fixtures_waiting_for_their_recording lists them all); the script itself is checked here
 on the CPU side (its table, its plan)."""
@@ -15,7 +15,7 @@ from test_ncu_fixtures import GAINS, ROOT, csv, table_rows
 from perflab.doctor.ncu import diagnose_ncu
 
 SNAPSHOT = ROOT / "tests" / "data" / "memory" / "offload_two_streams.memory.json.gz"
-RECORD = "run `python3 scripts/record_gain_fixtures.py OUT` on the GPU machine and copy OUT's files in"
+RECORD = "run `python3 scripts/record.py gain-fixtures OUT` on the GPU machine and copy OUT's files in"
 EXPECTED = dict(table_rows(GAINS))
 
 
@@ -104,7 +104,7 @@ def test_the_offload_loops_snapshot_is_allocator_churn_on_two_streams():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("record_gain_fixtures", ROOT / "scripts" / "record_gain_fixtures.py")
+    spec = importlib.util.spec_from_file_location("gain_fixtures", ROOT / "scripts" / "recorders" / "gain_fixtures.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod      # its dataclasses look their module up there
     spec.loader.exec_module(mod)

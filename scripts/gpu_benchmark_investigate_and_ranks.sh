@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the single-GPU machine (nvidia-h200), from the repo root, `.whl` carried (scripts/fetch_device_wheels.sh
 # here first: it now fetches the cluster's and HTA's wheels too, 17 MB in all):
-#   bash scripts/gpu_one_pass.sh $OUT
+#   bash scripts/gpu_benchmark_investigate_and_ranks.sh $OUT
 # At most about 7.7 minutes: every part has its own limit and the whole stops by TOTAL_S (default 460 s).
 #   1. setup: the carried wheels, the trace reader's C scanner built for this Python (else msgspec reads), versions
 #   2. investigate before/after (GPU, ncu): benchmarks/investigate_one_pass.py within INV_S (default 200 s): each

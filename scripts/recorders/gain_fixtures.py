@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record the gain model's GPU fixtures in one run, on the GPU machine, from the repo root:
 
-    python3 scripts/record_gain_fixtures.py OUT [--only NAME ...] [--force] [--dry-run]
+    python3 scripts/record.py gain-fixtures OUT [--only NAME ...] [--force] [--dry-run]
 
 Builds the fixtures/kernels/*.cu programs that fixtures/kernels/GAINS names (nvcc, sm_90a), profiles every line
 of that table with Nsight Compute (--set full plus the doctor's extra metrics, or the set a `// ncu-set:` line
@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this tree's code, ahead of any installed wheel
 
 TABLE = REPO / "fixtures" / "kernels" / "GAINS"
@@ -200,16 +200,16 @@ def manifest(recordings: list[Recording], snapshot: dict | None, argv: list[str]
         "cuda": getattr(getattr(sys.modules.get("torch"), "version", None), "cuda", None),
         "python": sys.version.split()[0], "host": socket.gethostname(), "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python3 scripts/record_gain_fixtures.py " + " ".join(shlex.quote(a) for a in argv),
+        "command": "python3 scripts/record.py gain-fixtures " + " ".join(shlex.quote(a) for a in argv),
         "ncu_options": "--set full (or the file's // ncu-set) + extra metrics, 1 launch after the table's skip, "
                        "--clock-control none",
         "recordings": [asdict(r) for r in recordings], "snapshot": snapshot,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "record.py gain-fixtures") -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="the folder to write the recordings into")
     ap.add_argument("--only", nargs="+", metavar="NAME", help=f"only these lines of GAINS (or {SNAPSHOT})")
     ap.add_argument("--force", action="store_true", help="replace recordings OUT already holds")
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             check_out(args.out, [r.name for r in recordings], args.force)
     except ValueError as exc:
-        print(f"record_gain_fixtures: error: {exc}", file=sys.stderr)
+        print(f"record.py gain-fixtures: error: {exc}", file=sys.stderr)
         return 2
     snap = not args.only or SNAPSHOT in args.only
     builds = build_commands(recordings)
