@@ -138,8 +138,7 @@ def _marked(trace: Trace, parse: Callable[[str], Marker | None]) -> tuple[np.nda
                           & np.isfinite(trace.dur))
     if rows.size < MIN_MARKED:
         return None
-    tids, counts = np.unique(trace.tid[rows], return_counts=True)
-    rows = rows[trace.tid[rows] == tids[np.argmax(counts)]]
+    rows = _on_busiest_thread(trace, rows)
     rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]
     reach = np.maximum.accumulate(trace.end[rows])
     rows = rows[np.r_[True, trace.ts[rows][1:] >= reach[:-1] - TOUCH_US]]   # one range per iteration: the outermost
@@ -167,18 +166,28 @@ EMBEDDING_CALLS = "forwards (embedding lookups)"
 def _embedding_lookups(trace: Trace) -> tuple[np.ndarray, list[Marker], str] | None:
     """A generate loop seen only through its ops: each forward begins with one embedding lookup of [batch, length]
     token ids (the first prefills, the next ones decode), on the thread that makes most of them."""
-    emb = np.flatnonzero(trace.name_table_mask(lambda s: _EMBEDDING.match(s) is not None) & (trace.kind == CPU_OP)
-                         & (trace.shape >= 0) & np.isfinite(trace.dur))
+    emb = np.flatnonzero(_lookups(trace) & np.isfinite(trace.dur))
     if emb.size < MIN_CALLS:
         return None
-    tids, counts = np.unique(trace.tid[emb], return_counts=True)
-    emb = emb[trace.tid[emb] == tids[np.argmax(counts)]]
+    emb = _on_busiest_thread(trace, emb)
     emb = emb[np.argsort(trace.ts[emb], kind="stable")]
-    two_d = [r for r in emb.tolist() if _index_dims(trace, r) is not None and len(_index_dims(trace, r)) >= 2]
+    two_d = [r for r in emb.tolist() if len(_index_dims(trace, r) or ()) >= 2]
     if len(two_d) < MIN_CALLS or len(two_d) < 0.9 * emb.size:
         return None   # packed or one-dimensional ids: no sign of a per-token loop
     rows = np.asarray(two_d, dtype=np.int64)
     return rows, [Marker(EMBEDDING_CALLS)] * rows.size, EMBEDDING_CALLS
+
+
+def _on_busiest_thread(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The rows on the thread that holds most of them."""
+    tids, counts = np.unique(trace.tid[rows], return_counts=True)
+    return rows[trace.tid[rows] == tids[np.argmax(counts)]]
+
+
+def _lookups(trace: Trace) -> np.ndarray:
+    """Mask of the embedding lookups that recorded their input shapes."""
+    return (trace.name_table_mask(lambda s: _EMBEDDING.match(s) is not None) & (trace.kind == CPU_OP)
+            & (trace.shape >= 0))
 
 
 def _index_dims(trace: Trace, row: int) -> list | None:
@@ -194,8 +203,7 @@ def _shape_tokens(trace: Trace, starts: np.ndarray, ends: np.ndarray, tid: int) 
     B x L tokens, [B, 1] decodes B; a flat [N] (an engine's packed batch) cannot tell them apart: -1."""
     n = starts.size
     pre, dec = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    emb = np.flatnonzero(trace.name_table_mask(lambda s: _EMBEDDING.match(s) is not None) & (trace.kind == CPU_OP)
-                         & (trace.tid == tid) & (trace.shape >= 0))
+    emb = np.flatnonzero(_lookups(trace) & (trace.tid == tid))
     if not emb.size:
         return pre, dec
     emb = emb[np.argsort(trace.ts[emb], kind="stable")]
