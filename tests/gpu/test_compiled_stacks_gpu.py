@@ -7,13 +7,12 @@ them), and the doctor names no bottleneck from compile time. With $PERFLAB_GPU_A
 and trace are kept there.
 """
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gpu_artifacts import keep
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -22,18 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BLOCK = ROOT / "examples" / "stacks" / "compiled_block.py"
 DECODE = ROOT / "examples" / "stacks" / "graphed_decode.py"
 COMPILE_NAMES = ("call_user_compiler", "compile_attempt", "dynamo", "backend_compile", "autotune")
-
-
-def keep(tag: str, proc: subprocess.CompletedProcess, *files: Path) -> None:
-    folder = os.environ.get("PERFLAB_GPU_ARTIFACTS")
-    if not folder:
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / f"{tag}.log").write_text(f"$ {' '.join(proc.args)}\nexit {proc.returncode}\n--- stdout\n"
-                                             f"{proc.stdout}\n--- stderr\n{proc.stderr}")
-    for f in files:
-        if f.exists():
-            shutil.copy(f, Path(folder) / f"{tag}.{f.name}")
 
 
 def perflab(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -9,13 +9,12 @@
 With $PERFLAB_GPU_ARTIFACTS set, each run's log, trace and doctor JSON are kept there.
 """
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gpu_artifacts import keep
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -23,18 +22,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "examples" / "stacks"
 MODEL = "layers=16,hidden=2048,intermediate=8192,heads=16,kv_heads=4,vocab=32000,dtype=bf16"   # serving_loop.py's
-
-
-def _keep(tag: str, proc: subprocess.CompletedProcess, *files: Path) -> None:
-    folder = os.environ.get("PERFLAB_GPU_ARTIFACTS")
-    if not folder:
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / f"{tag}.log").write_text(f"$ {' '.join(map(str, proc.args))}\nexit {proc.returncode}\n"
-                                             f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr[-20000:]}")
-    for f in files:
-        if f.exists():
-            shutil.copy(f, Path(folder) / f"{tag}.{f.name}")
 
 
 def _profile(tmp_path: Path, tag: str, *cmd: str, marker: str | None = None, steps: int = 10,
@@ -50,7 +37,7 @@ def _profile(tmp_path: Path, tag: str, *cmd: str, marker: str | None = None, ste
     doctor = subprocess.run(doc_args, capture_output=True, text=True, timeout=300)
     report_file = out / "doctor.json"
     report_file.write_text(doctor.stdout)
-    _keep(tag, proc, trace, report_file)
+    keep(tag, proc, trace, report_file, stderr_tail=20000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert doctor.returncode == 0, doctor.stderr[-3000:]
     return trace, json.loads(doctor.stdout)
