@@ -126,11 +126,15 @@ class ModelConfig:
         """Bytes of KV cache the decoding requests read (each its `context` tokens); 0 without `context`."""
         if self.context is None or decode_requests <= 0:
             return 0.0
-        per_token = 2.0 * self.kv_layers * self.kv_heads * self.head_dim * self.kv_bytes / self.tp
-        return per_token * self.context * decode_requests
+        return self.kv_bytes_per_token * self.context * decode_requests
 
     def kv_bytes_written(self, tokens: float) -> float:
-        return 2.0 * self.kv_layers * self.kv_heads * self.head_dim * self.kv_bytes / self.tp * tokens
+        return self.kv_bytes_per_token * tokens
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """One token's K and V over the attending layers, on one GPU."""
+        return 2.0 * self.kv_layers * self.kv_heads * self.head_dim * self.kv_bytes / self.tp
 
     def flops(self, tokens: float, decode_requests: float = 0.0, prefill_square: float | None = None) -> float:
         """FLOPs of one forward on one GPU: 2 per active weight and token, and attention's 4 x heads x head_dim per
@@ -206,8 +210,7 @@ def from_hf(cfg: dict, name: str = "", deployment: dict | None = None) -> ModelC
         notes.append(qnote)
     else:
         weight = base
-    kv = _dtype_bytes(d["kv_dtype"], "KV dtype") if "kv_dtype" in d else \
-        _dtype_bytes(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16", "dtype")
+    kv = _dtype_bytes(d["kv_dtype"], "KV dtype") if "kv_dtype" in d else base
     full_layers, linear = _hybrid(cfg, layers, hidden)
     context = float(d["context"]) if "context" in d else None
     if context is None:
