@@ -54,7 +54,7 @@ def serving_figures(it: Iterations) -> dict[str, Any]:
         out["decode_tokens"] = int(g.size)
         out.update(gap_figures(g, inside))
         out["gaps"] = int(g.size)
-    kind = np.where(pf > 0, np.where(dc > 0, "mixed", "prefill"), "decode")
+    kind = it.kinds
     steps = {"end_ms": np.cumsum(times[known]).tolist(), "prefill_tokens": pf[known].tolist(),
              "live": dc[known].tolist(), "kind": kind[known].tolist()}
     out["steps"] = step_costs(steps)

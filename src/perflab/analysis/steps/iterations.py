@@ -70,6 +70,11 @@ class Iterations:
         return self.host_start, self.host_start + self.time_us
 
     @property
+    def kinds(self) -> np.ndarray:
+        """"prefill", "mixed" or "decode" per iteration (an unknown count counts as none)."""
+        return np.where(self.prefill_tokens > 0, np.where(self.decode_tokens > 0, "mixed", "prefill"), "decode")
+
+    @property
     def tokens(self) -> np.ndarray:
         known = (self.prefill_tokens >= 0) & (self.decode_tokens >= 0)
         return np.where(known, np.maximum(self.prefill_tokens, 0) + np.maximum(self.decode_tokens, 0), -1)

@@ -37,7 +37,7 @@ def iteration_roofs(it: Iterations, model: ModelConfig, c: DeviceCeilings) -> di
     time = it.time_us
     ok = known & (tokens > 0) & (time > 0)
     pct = np.where(ok, 100.0 * sol / np.where(time > 0, time, 1.0), np.nan)
-    kind = np.where(pf > 0, np.where(dc > 0, "mixed", "prefill"), "decode")
+    kind = it.kinds
     rows = [{"i": int(i), "kind": str(kind[i]), "prefill_tokens": int(pf[i]), "decode_tokens": int(dc[i]),
              "time_ms": round(float(time[i]) / 1e3, 4), "sol_ms": round(float(sol[i]) / 1e3, 4),
              "bound": "memory" if t_mem[i] >= t_math[i] else "compute", "gb": round(float(nbytes[i]) / 1e9, 4),
