@@ -28,6 +28,14 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], reach[last]
 
 
+def containing(starts: np.ndarray, ends: np.ndarray, t) -> np.ndarray:
+    """Per time, the index of the interval [starts[i], ends[i]) that holds it, -1 outside every one (the intervals
+    sorted by start and not overlapping)."""
+    t = np.asarray(t, dtype=np.float64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    return np.where((i >= 0) & (t < ends[np.maximum(i, 0)]), i, -1)
+
+
 def length(starts: np.ndarray, ends: np.ndarray) -> float:
     """Total length of the union."""
     s, e = merge(starts, ends)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perflab.analysis.idle.intervals import containing
 from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.trace.model import Trace
 
@@ -57,9 +58,8 @@ def range_work(trace: Trace, starts: np.ndarray, ends: np.ndarray, tid: int | No
     if tid is not None:
         mine = trace.tid[links] == tid
         rows, links = rows[mine], links[mine]
-    when = trace.ts[links]
-    i = np.searchsorted(starts, when, side="right") - 1
-    inside = (i >= 0) & (when < ends[np.maximum(i, 0)])
+    i = containing(starts, ends, trace.ts[links])
+    inside = i >= 0
     rows, links, i = rows[inside], links[inside], i[inside]
     ts, end = trace.ts[rows], trace.end[rows]
     gpu_start = np.full(n, np.inf)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perflab.analysis.idle.intervals import containing
 from perflab.analysis.steps.links import gpu_rows, launch_of
 
 MIN_REPLAYS = 3
@@ -79,9 +80,7 @@ def graph_replays(trace) -> Replays | None:
 
 
 def _covered(trace, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
-    t = trace.ts[rows]
-    i = np.searchsorted(start, t, side="right") - 1
-    inside = (i >= 0) & (t < end[np.maximum(i, 0)])
+    inside = containing(start, end, trace.ts[rows]) >= 0
     return float(np.nan_to_num(trace.dur[rows][inside], nan=0.0).sum())
 
 

@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from perflab.analysis.idle.intervals import containing
 from perflab.analysis.steps import gpu_clock
 from perflab.analysis.steps.iteration_markers import Marker, engine_marker, user_marker
 from perflab.trace.model import CPU_OP, PYTHON, USER_ANNOTATION, Trace
@@ -212,8 +213,8 @@ def _shape_tokens(trace: Trace, starts: np.ndarray, ends: np.ndarray, tid: int) 
     if not emb.size:
         return pre, dec
     emb = emb[np.argsort(trace.ts[emb], kind="stable")]
-    i = np.searchsorted(starts, trace.ts[emb], side="right") - 1
-    inside = (i >= 0) & (trace.ts[emb] < ends[np.maximum(i, 0)])
+    i = containing(starts, ends, trace.ts[emb])
+    inside = i >= 0
     emb, i = emb[inside], i[inside]
     first = np.r_[True, i[1:] != i[:-1]] if i.size else np.zeros(0, dtype=bool)
     for row, k in zip(emb[first].tolist(), i[first].tolist()):

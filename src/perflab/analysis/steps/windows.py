@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analysis.idle.intervals import merge
+from perflab.analysis.idle.intervals import containing, merge
 from perflab.analysis.steps.links import gpu_rows, launch_of
 from perflab.analysis.steps.records import records_end
 from perflab.errors import PerflabError
@@ -42,10 +42,7 @@ class Steps:
 
     def launched_in(self, when: np.ndarray) -> np.ndarray:
         """Per launch time, the index of the step whose range holds it (-1 outside every step)."""
-        when = np.asarray(when, dtype=np.float64)
-        i = np.searchsorted(self.launch_start, when, side="right") - 1
-        inside = (i >= 0) & (when < self.launch_end[np.maximum(i, 0)])
-        return np.where(inside, i, -1)
+        return containing(self.launch_start, self.launch_end, when)
 
 
 @dataclass(frozen=True)
@@ -85,18 +82,11 @@ class Windows:
     def index_of(self, t: np.ndarray) -> np.ndarray:
         """Window index per time, -1 outside every window (from where the host opened it: no GPU op starts
         between that and a moved start, and the host ops and launches there belong to the window)."""
-        t = np.asarray(t, dtype=np.float64)
-        start = self.start if self.opened is None else self.opened
-        i = np.searchsorted(start, t, side="right") - 1
-        inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
-        return np.where(inside, i, -1)
+        return containing(self.start if self.opened is None else self.opened, self.end, t)
 
     def ran_in(self, t: np.ndarray) -> np.ndarray:
         """Window index per GPU time (-1 outside): the windows themselves, not where the host opened them."""
-        t = np.asarray(t, dtype=np.float64)
-        i = np.searchsorted(self.start, t, side="right") - 1
-        inside = (i >= 0) & (t < self.end[np.maximum(i, 0)])
-        return np.where(inside, i, -1)
+        return containing(self.start, self.end, t)
 
     def launched_in(self, t: np.ndarray) -> np.ndarray:
         """Window index per launch time: index_of, but on the GPU's clock only launches made while the host was
@@ -180,8 +170,8 @@ def step_completion(trace: Trace) -> np.ndarray:
             return done
         links = launch_of(trace)[rows]
         when = np.where(links >= 0, trace.ts[np.maximum(links, 0)], trace.ts[rows])
-        i = np.searchsorted(steps.start, when, side="right") - 1
-        inside = (i >= 0) & (when < steps.end[np.maximum(i, 0)])
+        i = containing(steps.start, steps.end, when)
+        inside = i >= 0
         np.maximum.at(done, i[inside], trace.end[rows][inside])
         return done
     return trace.cached("step_completion", compute)
