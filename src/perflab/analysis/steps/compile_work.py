@@ -119,11 +119,7 @@ _STARTS = re.compile(r"^dynamo$|^_compile\.compile_inner|^entire_frame_compile$"
 def _compile_starts(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """The first row of each compile among the compile rows: each compile id's first `_data` annotation, else (no
     ids recorded) each top-level compile range, as zero-length rows at their start."""
-    first: dict[str, int] = {}
-    for r in rows[np.argsort(trace.ts[rows], kind="stable")].tolist():
-        m = _COMPILE_ID.search(trace.name_of(r).strip())
-        if m:
-            first.setdefault(m.group(1) or m.group(2), r)
+    first = _first_by_id(trace, rows[np.argsort(trace.ts[rows], kind="stable")])
     if first:
         return np.fromiter(first.values(), dtype=np.int64)
     top = trace.name_table_mask(lambda n: _STARTS.match(n.strip()) is not None)
@@ -139,12 +135,17 @@ def _recurs(holding: np.ndarray) -> bool:
 
 def compile_ids(trace: Trace, rows: np.ndarray) -> list[str]:
     """Dynamo's compile ids (frame/recompile, as `0/3`) that the rows name, in order of first appearance."""
-    seen: dict[str, None] = {}
+    return list(_first_by_id(trace, rows))
+
+
+def _first_by_id(trace: Trace, rows: np.ndarray) -> dict[str, int]:
+    """Each compile id the rows name, with the first of the rows (in the order given) that names it."""
+    first: dict[str, int] = {}
     for r in rows.tolist():
         m = _COMPILE_ID.search(trace.name_of(r).strip())
         if m:
-            seen.setdefault(m.group(1) or m.group(2), None)
-    return list(seen)
+            first.setdefault(m.group(1) or m.group(2), r)
+    return first
 
 
 def _steps_holding(trace: Trace, windows, rows: np.ndarray) -> tuple[int, float]:
