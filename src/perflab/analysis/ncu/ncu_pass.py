@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from perflab.analysis.ncu.ncu_plan import (MAX_LAUNCHES, counting, function_name, function_rows, launch_plan,
-                                          launch_times, template_key)
+from perflab.analysis.ncu.ncu_plan import (MAX_LAUNCHES, Counting, counting, function_name, function_rows,
+                                          launch_plan, launch_times, template_key)
 from perflab.trace.model import Trace
 
 MAX_WINDOW = 32     # launches one run profiles at most (each is replayed once per metric pass)
@@ -90,9 +90,9 @@ def one_pass_plans(trace: Trace, rows: list[int], *, max_window: int = MAX_WINDO
     return [_plan(trace, g) for g in groups]
 
 
-def _window(trace: Trace, rows: list[int]) -> tuple[list[int], int, np.ndarray, np.ndarray]:
+def _window(trace: Trace, rows: list[int]) -> tuple[list[int], int, np.ndarray, Counting]:
     """(per row, the position in launch order of the launch standing for it; the window's size; the matching
-    launches in launch order; their launch times)."""
+    launches in launch order; how the trace counts them: ncu_plan.counting)."""
     fns = {function_name(trace.name_of(r)) for r in rows}
     launches = function_rows(trace, fns)
     when = launch_times(trace, launches)
@@ -108,7 +108,7 @@ def _window(trace: Trace, rows: list[int]) -> tuple[list[int], int, np.ndarray, 
         choices.append(same.tolist() if same.size else [p])
     best = _smallest_cover(choices, wanted)
     span = max(best) - min(best) + 1
-    return best, span, launches, when
+    return best, span, launches, c
 
 
 def _smallest_cover(choices: list[list[int]], wanted: list[int]) -> list[int]:
@@ -143,9 +143,8 @@ def _nearest(sorted_positions: list[int], lo: int, hi: int, target: int) -> int:
 
 
 def _plan(trace: Trace, rows: list[int]) -> Pass:
-    picked, span, launches, when = _window(trace, rows)
+    picked, span, launches, c = _window(trace, rows)
     fns = sorted({function_name(trace.name_of(r)) for r in rows})
-    c = counting(trace, when, "/".join(fns))
     lo = min(picked)
     members = []
     for target, pos in zip(rows, picked):
