@@ -4,8 +4,9 @@
     python benchmarks/multirank_jobs.py OUT_DIR --ranks 64 --mb 40 [--straggler R] [--slow-pair R]
 
 Each step of every rank: LAYERS compute kernels, then an all-reduce inside the rank's pair (ranks 2k, 2k+1:
-their own process group), then an all-reduce over the world. The straggler spends STRAGGLE_US on the host
-before the world all-reduce, so every other rank's world all-reduce kernel waits that long. The slow pair's
+their own process group), then an all-reduce over the world. The straggler spends STRAGGLE_SHARE of the step's
+compute on the host before the world all-reduce, so every other rank's world all-reduce kernel waits that long.
+Collectives and straggle scale with the GEMMs per step: a job of any size is the same workload, larger. The slow pair's
 all-reduce moves the same bytes SLOW_LINK_FACTOR times slower (a degraded link between those two ranks).
 Three documents are built (an ordinary rank, the straggler, a rank of the slow pair) and every rank is one of
 them with its rank and pair written in, so 10 GB are written at disk speed.
@@ -25,15 +26,18 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 STEPS = 4
 GEMM_US = 40.0
-PAIR_US, WORLD_US = 300.0, 900.0
-STRAGGLE_US = 4000.0
+# a job of any size is the same workload, larger: per GEMM of the step, the pair and world all-reduces take these
+# many µs and move these many elements, and the straggler holds the host this share of the step's compute (at 4 MB
+# per rank, 1,060 GEMMs: 300 and 900 µs, 16 M elements, 4.2 ms)
+PAIR_US_PER_GEMM, WORLD_US_PER_GEMM = 300.0 / 1060, 900.0 / 1060
+NELEMS_PER_GEMM = (16 << 20) // 1060
+STRAGGLE_SHARE = 0.1
 SLOW_LINK_FACTOR = 6.0
-NELEMS = 16 << 20
 _RANK, _PAIR = "987654321", "[123456789]"  # placeholders written into the template, replaced per rank
 
 
-def _collective(b: synthetic.TraceBuilder, group: str, size: int, us: float) -> None:
-    args = {"Collective name": "allreduce", "In msg nelems": NELEMS, "Out msg nelems": NELEMS, "Group size": size,
+def _collective(b: synthetic.TraceBuilder, group: str, size: int, us: float, nelems: int) -> None:
+    args = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": size,
             "dtype": "BFloat16", "Process Group Ranks": group}
     b.wait_stream(20, 7)
     with b.span("record_param_comms", **args) as ev:
@@ -45,14 +49,17 @@ def template(world: int, layers: int, role: str) -> str:
     """One rank's document as text, with _RANK and _PAIR to fill in; role: rank | straggler | slow-link."""
     b = synthetic.TraceBuilder(rank=int(_RANK), world_size=world)
     world_group = json.dumps(list(range(world)))
+    straggle_us, nelems = STRAGGLE_SHARE * layers * GEMM_US, NELEMS_PER_GEMM * layers
     for n in range(STEPS):
         with b.step(n):
             for _ in range(layers):
                 b.op("aten::mm", [(GEMM, GEMM_US, (132, 1, 1), (384, 1, 1))], cpu_us=4.0)
-            _collective(b, _PAIR, 2, PAIR_US * (SLOW_LINK_FACTOR if role == "slow-link" else 1.0))
+            _collective(b, _PAIR, 2, PAIR_US_PER_GEMM * layers * (SLOW_LINK_FACTOR if role == "slow-link" else 1.0),
+                        nelems)
             if role == "straggler":
-                b.host("aten::item", STRAGGLE_US)
-            _collective(b, world_group, world, WORLD_US + (0.0 if role == "straggler" else STRAGGLE_US))
+                b.host("aten::item", straggle_us)
+            _collective(b, world_group, world, WORLD_US_PER_GEMM * layers + (0.0 if role == "straggler" else straggle_us),
+                        nelems)
             b.synchronize()
     return json.dumps(synthetic.document(b.events, rank=int(_RANK), world_size=world))
 

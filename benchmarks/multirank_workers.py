@@ -8,8 +8,8 @@ local cluster, in one run, against HTA 0.5.0 on the same folder.
 Per job (benchmarks/multirank_jobs.py: a planted straggler, the last rank, and a slow link between ranks 2 and 3) and
 worker count: `python -m perflab doctor FOLDER --json` as a fresh child with PERFLAB_WORKERS=N and an empty cache,
 its wall time, the client's peak memory and each worker's (VmHWM, multirank_scale.measured), and the findings
-(id, severity, gain, the straggler): they must be the same at every worker count, and the planted straggler found
-at every rank size (jobs of other sizes are other workloads: their findings may differ). Speed-up is against one
+(id, severity, gain, the straggler): they must be the same at every worker count, the same ids and severities at
+every rank size (a larger job is the same workload with more GEMMs per step), and the planted straggler found. Speed-up is against one
 worker on the same job; HTA's ratio is its wall time over ours on the job it read.
 
 --budget-s bounds the run: the largest job's ladder is predicted from the smaller job's measured rate (seconds per
@@ -159,15 +159,17 @@ def main() -> int:
             print(f"{'':7} where {a.phases} workers' time goes (wall/CPU s of the client): {job['phases']}", flush=True)
             save()
         shutil.rmtree(folder, ignore_errors=True) if n else None
-    # the same job must give the same report whatever the cluster; jobs of other sizes are other workloads (a step
-    # of 40 MB ranks holds 10x the GEMMs of a 4 MB one, so the planted 4 ms straggle is a smaller share of it), but
-    # the planted straggler must be found in each
+    # the same job must give the same report whatever the cluster, and a job of any size is the same workload larger
+    # (multirank_jobs: the straggle is a share of the step), so its findings must be the same at every size too
     results["same_findings_every_worker_count"] = all(
         len({json.dumps([r.get("findings"), r.get("straggler")]) for r in j["runs"]}) == 1 for j in results["jobs"])
+    results["same_findings_every_size"] = len({json.dumps([[f[0], f[1]] for f in r.get("findings") or []])
+                                               for j in results["jobs"] for r in j["runs"]}) == 1
     results["straggler_found_every_size"] = all(r.get("straggler") == a.ranks - 1 for j in results["jobs"]
                                                 for r in j["runs"])
-    print(f"the same findings at every worker count: {results['same_findings_every_worker_count']}; the planted "
-          f"straggler found at every size and count: {results['straggler_found_every_size']}", flush=True)
+    print(f"the same findings at every worker count: {results['same_findings_every_worker_count']}; at every size: "
+          f"{results['same_findings_every_size']}; the planted straggler found at every size and count: "
+          f"{results['straggler_found_every_size']}", flush=True)
     if a.hta and results["jobs"]:
         small = results["jobs"][0]
         folder = jobs / f"{a.ranks}x{small['mb']:g}MB"
