@@ -21,7 +21,11 @@ does) and the output is each token's top logit (float32): a chunked prefill roun
 one (other GEMM shapes), which must not change what a request decodes next, so outputs compare at tolerance.
 With `timed` set the engine records when each forward ended (CUDA events, read after the step; the host
 clock on the CPU) and `log()` returns the schedule and its times (perflab/puzzles/evidence/serving.py).
-torch is imported lazily.
+
+Every forward runs inside a `torch.profiler.record_function` range named the way vLLM names its iterations,
+`execute_context_N(T)_generation_M(G)` (`iteration_name`): N requests prefilling T prompt tokens, M requests
+decoding G tokens. A torch.profiler trace of the engine is then read through its iterations
+(analysis/steps/iterations.py), as a real engine's is. torch is imported lazily.
 """
 from __future__ import annotations
 
@@ -38,6 +42,27 @@ def output_lengths(n: int, lo: int, hi: int, seed: int, alpha: float = 1.0) -> l
     a few long, as chat traffic is. Drawn from `seed` alone, so the stream is the same whatever the weights."""
     rng = random.Random(seed)
     return [min(hi, int(round(lo * (1.0 - rng.random()) ** (-1.0 / alpha)))) for _ in range(n)]
+
+
+def iteration_name(prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_tokens: int) -> str:
+    """vLLM's name of an iteration's range (its worker's profiler annotation)."""
+    return (f"execute_context_{prefill_requests}({prefill_tokens})_generation_{decode_requests}({decode_tokens})")
+
+
+def build_engine(size: dict, device: str, seed: int, lengths: list[int], arrivals: list[int] | None = None) -> "Engine":
+    """A serving puzzle's engine: `size["layers"]` layers of the llama shapes `size["model"]` names, `size["requests"]`
+    random prompts of `size["prompt"]` tokens and teacher-forced answers drawn on the device from `seed`, a KV cache of
+    `size["slots"]` slots (`size["chunk"]` prompt tokens per mixed forward); CUDA graphs on a GPU."""
+    import torch
+
+    cfg = dict(getattr(llama, size["model"]), layers=size["layers"])
+    # +1: the position a slot parks at while its prompt is prefilled in chunks (nothing reads it)
+    model = llama.build(cfg, device, seed, batch=size["slots"], max_seq=size["prompt"] + max(lengths) + 1)
+    gen = torch.Generator(device=device).manual_seed(int(seed) + 1)
+    prompts = torch.randint(0, cfg["vocab"], (size["requests"], size["prompt"]), generator=gen, device=device)
+    answers = torch.randint(0, cfg["vocab"], (size["requests"], max(lengths)), generator=gen, device=device)
+    return Engine(model, prompts, lengths, size["slots"], graphs=str(device).startswith("cuda"),
+                  chunk=size.get("chunk", 0), answers=answers, arrivals=arrivals)
 
 
 class Engine:
@@ -117,17 +142,23 @@ class Engine:
             self.cur.index_copy_(0, self._slot, self.answers.index_select(0, self._req)[:, 0])
         self.pos.index_copy_(0, self._slot, position)
 
-    def _run(self, kind: str) -> int:
+    def _run(self, kind: str, prefill_tokens: int) -> int:
+        import torch
+
         if self.forwards >= self.max_forwards:
             raise RuntimeError(f"more than {self.max_forwards} forward passes for {len(self.lengths)} requests: "
                                "the schedule runs forwards that serve no request")
-        graph = self._graphs.get(kind)
-        if graph is not None:
-            graph.replay()
-        else:
-            {"prefill": self._prefill, "decode": self._decode, "mixed": self._mixed}[kind]()
-        f = self.forwards
-        self._hist[f].copy_(self.cur if self.answers is None else self._score)
+        decoding = 0 if kind == "prefill" else len(self._decoding())
+        name = iteration_name(int(prefill_tokens > 0), prefill_tokens, decoding, decoding)
+        self.markers.append(name)
+        with torch.profiler.record_function(name):
+            graph = self._graphs.get(kind)
+            if graph is not None:
+                graph.replay()
+            else:
+                {"prefill": self._prefill, "decode": self._decode, "mixed": self._mixed}[kind]()
+            f = self.forwards
+            self._hist[f].copy_(self.cur if self.answers is None else self._score)
         self.forwards += 1
         if self.timed:
             self._marks.append(self._clock())
@@ -150,6 +181,7 @@ class Engine:
         self.prefilled = [0] * len(self.lengths)
         self._admitted_set: set[int] = set()
         self._marks: list[Any] = []
+        self.markers: list[str] = []       # each forward's iteration name (its profiler range), in order
         self._start = self._clock() if self.timed else None
 
     def _admit(self, request: int, slot: int) -> None:
@@ -168,7 +200,7 @@ class Engine:
         self._admit(request, slot)
         self._req.fill_(request)
         self._slot.fill_(slot)
-        f = self._run("prefill")
+        f = self._run("prefill", self.prompt_len)
         self.prefilled[request] = self.prompt_len
         self._emit(f, slot, request)
         self._note("prefill", 1, self.prompt_len, len(self.waiting()))   # live: the rows that emitted a token (a prefill: its one)
@@ -176,7 +208,7 @@ class Engine:
     def decode(self) -> None:
         """One forward of all slots: every live request gets its next token."""
         waiting = len(self.waiting())      # the requests that could have used this forward's rows
-        f = self._run("decode")
+        f = self._run("decode", 0)
         self._note("decode", self._decode_rows(f), 0, waiting)
 
     def mixed(self, request: int, slot: int) -> None:
@@ -194,21 +226,31 @@ class Engine:
         self._off.fill_(self.prefilled[request])
         self._after.fill_(self.prompt_len if done == self.prompt_len else self.model.max_seq - 1)
         waiting = len(self.waiting())
-        f = self._run("mixed")
+        f = self._run("mixed", self.chunk)
         live = self._decode_rows(f)
         self.prefilled[request] = done
         if done == self.prompt_len:
             self._emit(f, slot, request)
         self._note("mixed", live, self.chunk, waiting)
 
+    def _decoding(self) -> list[tuple[int, int]]:
+        """(slot, request) of every slot whose request has its first token and wants more: a decode row's token."""
+        return [(s, r) for s, r in enumerate(self.occupant) if r is not None and 0 < self.generated[r] < self.lengths[r]]
+
     def _decode_rows(self, f: int) -> int:
-        live = 0
-        for s, r in enumerate(self.occupant):
-            if r is not None and 0 < self.generated[r] < self.lengths[r]:
-                self._emit(f, s, r)
-                live += 1
+        rows = self._decoding()
+        for s, r in rows:
+            self._emit(f, s, r)
         self.clock += 1
-        return live
+        return len(rows)
+
+    def busy(self) -> bool:
+        """Some request is admitted and not done, or one is still to come."""
+        return any(not self.finished(r) for r in range(len(self.lengths)))
+
+    def free_slots(self) -> list[int]:
+        """Slots no request holds, or whose request has all its tokens."""
+        return [s for s, r in enumerate(self.occupant) if r is None or self.finished(r)]
 
     def finished(self, request: int) -> bool:
         return self.generated[request] >= self.lengths[request]
@@ -234,6 +276,15 @@ class Engine:
         self._prefill_tokens.append(prefill_tokens)
         self._clock_after.append(self.clock)
         self._waiting.append(waiting)
+
+    def refill(self, seed: int) -> None:
+        """New prompts and answers (token ids over the vocabulary) drawn from `seed`; lengths and arrivals stay."""
+        from perflab.workloads import fresh
+
+        vocab = self.model.cfg["vocab"]
+        fresh.randint_(self.prompts, seed, 0, vocab)
+        if self.answers is not None:
+            fresh.randint_(self.answers, seed + 1, 0, vocab)
 
     # -- results -------------------------------------------------------------------------------------
     def serve(self, schedule: Any) -> Any:

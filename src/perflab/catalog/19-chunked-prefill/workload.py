@@ -28,7 +28,7 @@ and what every forward carried).
 """
 from __future__ import annotations
 
-from perflab.workloads import llama, serving, sizes
+from perflab.workloads import serving, sizes
 
 SIZE = {"model": "LLAMA_3_2_1B", "layers": 4, "slots": 16, "requests": 48, "prompt": 4096, "chunk": 512,
         "min_new": 16, "max_new": 128, "gap": 10}
@@ -51,18 +51,8 @@ def arrivals(size: dict) -> list[int]:
 
 def _build(device: str, seed: int) -> dict:
     """Model, prompts, answers and engine, drawn on the device from ``seed``; CUDA graphs on a GPU."""
-    import torch
-
     size = sizes.pick(device, SIZE, SMOKE_SIZE)
-    cfg = dict(getattr(llama, size["model"]), layers=size["layers"])
-    out_lens = lengths(size)
-    # +1: the position a slot parks at while its prompt is prefilled in chunks (nothing reads it)
-    model = llama.build(cfg, device, seed, batch=size["slots"], max_seq=size["prompt"] + max(out_lens) + 1)
-    gen = torch.Generator(device=device).manual_seed(int(seed) + 1)
-    prompts = torch.randint(0, cfg["vocab"], (size["requests"], size["prompt"]), generator=gen, device=device)
-    answers = torch.randint(0, cfg["vocab"], (size["requests"], max(out_lens)), generator=gen, device=device)
-    engine = serving.Engine(model, prompts, out_lens, size["slots"], graphs=str(device).startswith("cuda"),
-                            chunk=size["chunk"], answers=answers, arrivals=arrivals(size))
+    engine = serving.build_engine(size, device, seed, lengths(size), arrivals(size))
     return {"size": size, "engine": engine}
 
 
@@ -99,8 +89,4 @@ INPUTS = ("engine",)
 
 def refill(state: dict, seed: int) -> None:
     """New prompts and answers (token ids over the vocabulary) in the engine; lengths and arrivals stay."""
-    from perflab.workloads import fresh
-
-    engine, vocab = state["engine"], getattr(llama, state["size"]["model"])["vocab"]
-    fresh.randint_(engine.prompts, seed, 0, vocab)
-    fresh.randint_(engine.answers, seed + 1, 0, vocab)
+    state["engine"].refill(seed)

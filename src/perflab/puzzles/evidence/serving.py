@@ -118,10 +118,10 @@ def fix_evidence(chk: Checking, trace_evidence: checker.Evidence | None, log: di
     return doctor_evidence(chk.puzzle, log, found)
 
 
-def measure_metric(chk: Checking) -> checker.CheckResult:
+def measure_metric(chk: Checking, judge: bool = True) -> checker.CheckResult:
     """[check] metric in SERVING_METRICS: slow and fix each serve the stream timed, pass after pass (interleaved,
     after one warm-up each); the metric's slow / fix ratio with its bootstrap interval against `reduction`, then
-    the doctor on the fix's last log."""
+    (`judge`) the doctor on the fix's last log."""
     from perflab.analysis.engines import serving_stalls
     from perflab.puzzles.engine import stats
 
@@ -148,7 +148,8 @@ def measure_metric(chk: Checking) -> checker.CheckResult:
     result.slow, result.fixed = stats.summary(slow), stats.summary(mine)
     verdict = stats.speedup_verdict(slow, mine, puzzle.check.reduction)
     result.speed = stats.SpeedupResult(**{**verdict.to_dict(), "statistic": f"median {metric}, slow / fix"})
-    result.evidence = fix_evidence(chk, None, log)
+    if judge:
+        result.evidence = fix_evidence(chk, None, log)
     return result
 
 

@@ -70,21 +70,37 @@ def profiled_evidence(puzzle: Puzzle, profile: Callable[[str], Path]) -> checker
                             found=first.found + [f"{first.planted} blocking in {still} of {len(seen)} profiles"])
 
 
-def timed_and_profiled(chk: Checking) -> checker.CheckResult:
-    """The fix check's speed and evidence stages for a time metric."""
-    puzzle, result = chk.puzzle, chk.result
-
+def fix_profiler(chk: Checking) -> Callable[[str], Path]:
+    """`profile(name)`: one torch.profiler trace of the fix's steps in the check's folder (its step crashing:
+    _StepCrashed, the learner's exception as its cause)."""
     def profile(name: str) -> Path:
         trace = replay.trace_file(chk.out_dir, name)
         try:
-            runner.profile_steps(chk.fix, chk.fix_state, chk.device, trace, warmup=1, steps=puzzle.profile.steps,
-                                 with_stack=puzzle.profile.with_stack)
+            runner.profile_steps(chk.fix, chk.fix_state, chk.device, trace, warmup=1, steps=chk.puzzle.profile.steps,
+                                 with_stack=chk.puzzle.profile.with_stack)
         except PerflabError:
             raise
         except Exception as exc:  # the learner's code; the doctor's own errors must not read as theirs
             raise _StepCrashed from exc
         return trace
+    return profile
 
+
+def reprofiled(chk: Checking) -> None:
+    """The evidence stage: the doctor on profiles of the fix (profiled_evidence) into chk.result; a fix whose step
+    crashes under the profiler fails the check, said in one line."""
+    chk.phase("profiling")
+    try:
+        chk.result.evidence = profiled_evidence(chk.puzzle, fix_profiler(chk))
+    except _StepCrashed as crash:
+        exc = crash.__cause__
+        chk.result.correctness = checker.Correctness(False, chk.seed,
+                                                     f"crashed while re-profiling: {type(exc).__name__}: {exc}")
+
+
+def timed_and_profiled(chk: Checking) -> checker.CheckResult:
+    """The fix check's speed and evidence stages for a time metric."""
+    puzzle, result = chk.puzzle, chk.result
     try:
         chk.phase("timing")
         timed = guard.time_guarded(chk.ref, chk.ref_state, chk.fix, chk.fix_state, chk.device, chk.reps, puzzle,
@@ -96,18 +112,14 @@ def timed_and_profiled(chk: Checking) -> checker.CheckResult:
         if refused:
             result.correctness = checker.Correctness(False, chk.seed, refused)
             return result
-        chk.phase("profiling")
-        result.evidence = profiled_evidence(puzzle, profile)
     except PerflabError:
         raise
     except Exception as exc:  # the fix crashed on a later step: a failed check, said in one line
-        if isinstance(exc, _StepCrashed):
-            stage, exc = "re-profiling", exc.__cause__
-        elif result.speed is None:
-            stage = "timing"
-        else:
+        if result.speed is not None:
             raise  # not the fix's step: a bug of ours, with its traceback
-        result.correctness = checker.Correctness(False, chk.seed, f"crashed while {stage}: {type(exc).__name__}: {exc}")
+        result.correctness = checker.Correctness(False, chk.seed, f"crashed while timing: {type(exc).__name__}: {exc}")
+        return result
+    reprofiled(chk)
     return result
 
 
