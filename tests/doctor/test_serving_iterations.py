@@ -224,3 +224,15 @@ def test_a_generate_loop_without_markers_is_read_through_its_embedding_lookups()
     s = diagnose(trace).analyses["serving"]
     # the slow iterations hold no prompt: cuDNN builds a plan for each new KV length (a one-time cost per shape)
     assert "no prefill explains" in s["verdict"]
+
+
+def test_a_prompt_prefilled_in_an_iteration_of_its_own_stalls_the_running_decodes(tmp_path):
+    # vLLM V0 without chunked prefill: execute_context_1(4096)_generation_0(0) between decode iterations; the running
+    # requests' next token waits for it, though no decode token sits in that iteration
+    report = diagnose(_write(tmp_path, ss.serving_loop(40, prefill_alone=True)))
+    s = report.analyses["serving"]
+    assert s["tokens_per_iteration"]["prefill_max"] == 4096 and s["iterations"] > 40
+    top = report.findings[0]
+    assert top.id == "prefill-stall", [f.id for f in report.findings]
+    assert top.evidence["itl_p99_ms"] > 10 * top.evidence["itl_p50_ms"]
+    assert top.evidence["stalled_with_prefill_pct"] == 100.0

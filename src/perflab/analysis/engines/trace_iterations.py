@@ -1,7 +1,9 @@
 """A serving trace read as a request stream: what each decoding request waited per token, iteration by iteration.
 
 In iteration i every decoding request gets one token, after waiting that iteration's time on the clock that
-paces it (analysis/steps/iterations.py); a prompt prefilled in the same iteration made them wait for it. So the
+paces it (analysis/steps/iterations.py); a prompt prefilled in the same iteration made them wait for it, and so did
+iterations that decoded nothing since their previous token (a prompt prefilled alone, as engines without chunked
+prefill do): a token's wait runs from the previous decoding iteration's end. So the
 per-token latency (ITL) distribution is the iterations' times, each counted once per decode token it carried, and
 the prompt tokens inside each wait are the iteration's prefill tokens: the same figures the serving doctor reads
 from an engine's log or a benchmark's per-request records (analysis/engines/serving_stalls.py), here from the trace.
@@ -47,8 +49,9 @@ def serving_figures(it: Iterations) -> dict[str, Any]:
                                    "decode_mean": round(float(dc[known].mean()), 2)}
     total_ms = float(times[known].sum())
     out["tokens_per_s"] = round(1e3 * float(tok.sum()) / total_ms, 1) if total_ms > 0 else None
-    g = np.repeat(times[known], dc[known])
-    inside = np.repeat(pf[known], dc[known]).astype(np.float64)
+    wait, wait_pf = _waits_since_last_token(times[known], pf[known], dc[known])
+    g = np.repeat(wait, dc[known])
+    inside = np.repeat(wait_pf, dc[known]).astype(np.float64)
     if g.size:
         out["itl_ms"] = {"p50": _pct(g, 50), "p90": _pct(g, 90), "p99": _pct(g, 99)}
         out["decode_tokens"] = int(g.size)
@@ -62,6 +65,21 @@ def serving_figures(it: Iterations) -> dict[str, Any]:
     if padding:
         out["padding"] = padding
     return out
+
+
+def _waits_since_last_token(times: np.ndarray, pf: np.ndarray, dc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per iteration: the time its decoding requests waited since their previous token, and the prompt tokens
+    prefilled in that wait. Iterations that decoded nothing since the previous decoding iteration (a prompt prefilled
+    alone) join the next decoding one's wait; before the first decoding iteration nobody was waiting."""
+    decoding = dc > 0
+    # each iteration's group: the iterations after the previous decoding one, up to and including this one
+    group = np.concatenate(([0], np.cumsum(decoding)[:-1]))
+    wait = np.bincount(group, weights=times, minlength=group.size)[group]
+    wait_pf = np.bincount(group, weights=pf.astype(np.float64), minlength=group.size)[group]
+    first = np.flatnonzero(decoding)[:1]
+    if first.size:   # the first decoding iteration's requests had no earlier token: their wait is its own time
+        wait[first], wait_pf[first] = times[first], pf[first]
+    return wait, wait_pf
 
 
 def _padding(it: Iterations, known: np.ndarray) -> dict[str, Any] | None:

@@ -26,9 +26,10 @@ def _forward(b: TraceBuilder, tokens: int, us_per_token: float, base_us: float) 
 
 def serving_loop(iterations: int = 40, *, decode: int = 8, prompt: int = 4096, every: int = 8, chunk: int | None = None,
                  host_ahead: bool = True, us_per_token: float = 0.9, base_us: float = 40.0,
-                 embedding: bool = False) -> TraceBuilder:
+                 embedding: bool = False, prefill_alone: bool = False) -> TraceBuilder:
     """A serving loop (see the module docstring); `embedding`: each forward starts with an aten::embedding whose
-    indices carry the batch's tokens (for readings from shapes)."""
+    indices carry the batch's tokens (for readings from shapes); `prefill_alone`: a prompt is prefilled in an iteration
+    of its own, no decode beside it (vLLM V0 without chunked prefill), while the running requests wait."""
     b = TraceBuilder()
     pending = 0          # prompt tokens still to prefill (chunked)
     for i in range(iterations):
@@ -37,6 +38,12 @@ def serving_loop(iterations: int = 40, *, decode: int = 8, prompt: int = 4096, e
         take = pending if chunk is None else min(pending, chunk)
         pending -= take
         ctx = 1 if take else 0
+        if take and prefill_alone:
+            with b.span(f"execute_context_1({take})_generation_0(0)", cat="user_annotation"):
+                _forward(b, take, us_per_token, base_us)
+                if not host_ahead:
+                    b.item()
+            take, ctx = 0, 0
         with b.span(f"execute_context_{ctx}({take})_generation_{decode}({decode})", cat="user_annotation"):
             if embedding:
                 b.op("aten::embedding", [(ELEMENTWISE, 4.0, (8, 1, 1), (128, 1, 1))], cpu_us=10.0,
