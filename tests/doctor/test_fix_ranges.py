@@ -96,3 +96,15 @@ def test_a_fused_chain_floor_holds_the_measured_fix_where_streams_and_syncs_shar
     e = _finding(ev.report("slow"), "unfused-elementwise").evidence
     low, high = _measured(ev)
     assert e["speedup_at_least"] <= high, (e["speedup_at_least"], low, high)
+
+
+def test_host_work_after_a_drain_is_priced_with_the_drain_it_leaves_idle():
+    # custom-trace-rules: a .tolist() drains the GPU, then a Python audit runs while it idles; the gap is split
+    # between host-sync and host-compute, and removing the audit closes all of it
+    ev = _recorded("custom-trace-rules")
+    report = ev.report("slow")
+    f = _finding(report, "host-compute")
+    e = f.evidence
+    low, high = _measured(ev)
+    assert e["speedup_est"] > speedup_of_gain(f.gain_pct) * 1.2
+    assert low / 1.5 <= e["speedup_est"] <= min(high * 1.5, e["speedup_at_most"])

@@ -40,11 +40,14 @@ def busy_us(ctx: Any) -> float:
     return ctx.gaps.busy_us / ctx.n_steps
 
 
-def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor_us: float | None = None
-                 ) -> dict[str, Any]:
+def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor_us: float | None = None,
+                 gaps_us: float | None = None) -> dict[str, Any]:
     """A finding whose fix removes a wait: the step it leaves at best (`step_ms_at_best`), the speed-up that
     bounds (`speedup_at_most`), and, where the fix also shrinks the GPU's work (CUDA graphs, fusion), the wait's
-    own gain as a floor (`speedup_at_least`)."""
+    own gain as a floor (`speedup_at_least`). `gaps_us` (per step): the whole idle gaps the cause ends, a sync's
+    share of them included (analysis/idle/gap_model.py `whole_gap`): with the host's work gone, a drain before
+    it no longer leaves the GPU idle either, so the point (`speedup_est`) is the step without those gaps, paced
+    by the GPU's work or the host's launch calls where they are longer, never under the wait's own gain."""
     step = step_us(ctx)
     floor = gpu_floor_us(ctx) if floor_us is None else floor_us
     out: dict[str, Any] = {}
@@ -53,6 +56,9 @@ def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor
     elif floor > 0 and step > floor:
         out["speedup_at_most"] = _r(max(step / floor, speedup_of_gain(gain_pct)))
         out["step_ms_at_best"] = round(floor / 1e3, 3)
+        if gaps_us:
+            after = max(step - gaps_us, floor)
+            out["speedup_est"] = _r(min(max(step / after, speedup_of_gain(gain_pct)), out["speedup_at_most"]))
     return out
 
 

@@ -143,7 +143,8 @@ def host_compute(ctx: Context) -> list[Finding]:
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
-        {**_idle_evidence(ctx), **wait_removed(ctx, gain), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
+        {**_idle_evidence(ctx), **wait_removed(ctx, gain, gaps_us=ctx.gaps.whole_gap.get("host", 0.0) / ctx.n_steps),
+         "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
          **({"top_op_calls_in_window": 1} if once else {}),
          **({"one_time_per_shape": per_shape} if per_shape else {}),
