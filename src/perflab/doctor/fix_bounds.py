@@ -5,6 +5,8 @@ follow from the fix the finding recommends (evidence keys of perflab.analysis.wo
   work that remains on the GPU, nor than the host's own launch calls (`speedup_at_most`); removing the wait
   alone gives the gain (`speedup_at_least` where the fix also shrinks the kernels: graphs, fusion).
 - A copy the fix removes: at least the copy's time back; at most down to the GPU's kernel time.
+- One small kernel launched once per work item (launch-overhead's persistent-kernel fix): the point estimate
+  (`speedup_est`) is the step with that kernel's work packed onto every SM (`per_item_packed`).
 Kernel findings (Nsight Compute) state their range and point themselves, from the one model of a kernel's time
 (analysis/ncu/kernel_time.py: `kernel_speedup_est`, `kernel_speedup_at_least` / `_at_most`).
 Each helper returns evidence entries to merge into the finding's evidence; nothing when a bound is unknown.
@@ -12,6 +14,8 @@ Each helper returns evidence entries to merge into the finding's evidence; nothi
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from perflab.analysis.work.estimate import speedup_of_gain
 
@@ -36,11 +40,14 @@ def busy_us(ctx: Any) -> float:
     return ctx.gaps.busy_us / ctx.n_steps
 
 
-def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor_us: float | None = None
-                 ) -> dict[str, Any]:
+def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor_us: float | None = None,
+                 gaps_us: float | None = None) -> dict[str, Any]:
     """A finding whose fix removes a wait: the step it leaves at best (`step_ms_at_best`), the speed-up that
     bounds (`speedup_at_most`), and, where the fix also shrinks the GPU's work (CUDA graphs, fusion), the wait's
-    own gain as a floor (`speedup_at_least`)."""
+    own gain as a floor (`speedup_at_least`). `gaps_us` (per step): the whole idle gaps the cause ends, a sync's
+    share of them included (analysis/idle/gap_model.py `whole_gap`): with the host's work gone, a drain before
+    it no longer leaves the GPU idle either, so the point (`speedup_est`) is the step without those gaps, paced
+    by the GPU's work or the host's launch calls where they are longer, never under the wait's own gain."""
     step = step_us(ctx)
     floor = gpu_floor_us(ctx) if floor_us is None else floor_us
     out: dict[str, Any] = {}
@@ -49,7 +56,50 @@ def wait_removed(ctx: Any, gain_pct: float, *, shrinks_work: bool = False, floor
     elif floor > 0 and step > floor:
         out["speedup_at_most"] = _r(max(step / floor, speedup_of_gain(gain_pct)))
         out["step_ms_at_best"] = round(floor / 1e3, 3)
+        if gaps_us:
+            after = max(step - gaps_us, floor)
+            out["speedup_est"] = _r(min(max(step / after, speedup_of_gain(gain_pct)), out["speedup_at_most"]))
     return out
+
+
+PER_ITEM_SHARE = 0.5   # one kernel name holds more than this share of the step's launches: a loop over work items
+
+
+def per_item_packed(ctx: Any, gain_pct: float) -> dict[str, Any]:
+    """One kernel name launched once per work item, each grid smaller than the SM count (a loop of small launches):
+    a persistent kernel (a grid of a few blocks per SM looping over the items) runs the same per-item work with
+    every SM busy, so each launch costs its duration times the share of the SMs its blocks fill (blocks / SMs, at
+    most 1), and the launch gaps between items go. The other kernels keep their time and their host launch calls.
+    The point (`speedup_est`) is the step over that, never under the wait's own gain (the floor); nothing where
+    the loop is not there or the trace holds no grid or SM count."""
+    from perflab.analysis.idle.concurrency import sm_count
+    from perflab.analysis.steps.links import launch_of
+    from perflab.trace.model import KERNEL
+
+    t = ctx.trace
+    rows = ctx.window_gpu
+    rows = rows[t.kind[rows] == KERNEL]
+    sms = sm_count(t)
+    if not rows.size or not sms:
+        return {}
+    names, counts = np.unique(t.name[rows], return_counts=True)
+    top = int(names[counts.argmax()])
+    mine = t.name[rows] == top
+    grid = t.grid[rows[mine]]
+    if counts.max() <= PER_ITEM_SHARE * rows.size or (grid <= 0).any() or np.median(grid) >= sms:
+        return {}
+    packed = float((t.dur[rows[mine]] * np.minimum(1.0, grid / sms)).sum())
+    others = rows[~mine]
+    links = launch_of(t)[others]
+    host = float(t.dur[np.unique(links[links >= 0])].sum())
+    after = max(packed + float(t.dur[others].sum()), host) / ctx.n_steps
+    step = step_us(ctx)
+    if after <= 0 or step <= after:
+        return {}
+    return {"speedup_est": _r(max(step / after, speedup_of_gain(gain_pct))),
+            "per_item_kernel": t.names[top], "per_item_launches_per_step": round(float(counts.max()) / ctx.n_steps, 1),
+            "per_item_blocks_p50": float(np.median(grid)), "sm_count": int(sms),
+            "step_us_packed": round(after, 1)}
 
 
 def copy_removed(ctx: Any, gain_pct: float, copy_us_per_step: float) -> dict[str, Any]:

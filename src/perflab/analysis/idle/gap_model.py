@@ -19,6 +19,9 @@ class GapAnalysis:
     sync: dict = field(default_factory=dict)
     examples: dict[str, list[dict]] = field(default_factory=dict)
     behind: dict = field(default_factory=dict)   # idle after the host had launched the next work >= 1 ms ahead
+    # per cause, the whole length of the gaps that cause ends (a sync's share of the gap included): what goes
+    # when the cause goes, where the host's work after a drain is the gap
+    whole_gap: dict[str, float] = field(default_factory=dict)
 
     def pct(self, cause: str) -> float:
         return 100.0 * self.by_cause.get(cause, 0.0) / self.window_us if self.window_us else 0.0
@@ -46,6 +49,8 @@ def merge_parts(parts: list[GapAnalysis], per_cause: int = 5) -> GapAnalysis:
             out.gap_count[c] += p.gap_count.get(c, 0)
         for k, v in p.copy_idle.items():
             out.copy_idle[k] = out.copy_idle.get(k, 0.0) + v
+        for k, v in p.whole_gap.items():
+            out.whole_gap[k] = out.whole_gap.get(k, 0.0) + v
         for k, v in p.behind.items():
             out.behind[k] = max(out.behind.get(k, 0.0), v) if k.endswith("_ms") else out.behind.get(k, 0.0) + v
         for k, v in p.sync.items():

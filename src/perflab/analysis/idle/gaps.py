@@ -201,8 +201,8 @@ def _analyze_gaps(trace: Trace, windows: Windows, rows: np.ndarray | None = None
         device=device, window_us=windows.total, busy_us=busy_us, idle_us=float(inside.sum()),
         by_cause=by_cause, gap_count=counts, copy_idle=copy_idle, sync=sync_info,
         examples=examples(trace, gaps, CAUSES),
-        behind={"us": float(behind.sum()), "gaps": int(deep.sum()),
-                "lead_ms": float(np.median(lead)) / 1e3 if lead.size else 0.0},
+        behind={"us": float(behind.sum()), "gaps": int(deep.sum()), "lead_ms": float(np.median(lead)) / 1e3 if lead.size else 0.0},
+        whole_gap={c: float((inside - ext_wait)[(cause == k) & (rest > 0)].sum()) for k, c in enumerate(CAUSES)},
     )
 
 

@@ -42,6 +42,29 @@ def changing_shapes(ctx: Context, top: int = 3) -> list[dict]:
     return out[:top]
 
 
+def compiled_code_step_us(ctx: Context) -> float:
+    """Per step, what the program costs once it stops compiling: the GPU time of the kernels launched outside
+    compile work (the compiled code's kernels and the eager ops around it; not autotuning's benchmark runs), or
+    the host's launch calls for them, whichever is longer. 0 where the trace holds none."""
+    from perflab.analysis.idle.intervals import containing, merge
+    from perflab.analysis.steps.compile_work import is_compile_work
+    from perflab.analysis.steps.links import launch_of
+    from perflab.trace.model import HOST_KINDS
+
+    t = ctx.trace
+    rows = ctx.window_gpu
+    links = launch_of(t)[rows]
+    compile_rows = np.flatnonzero(np.isin(t.kind, HOST_KINDS) & t.name_table_mask(is_compile_work)
+                                  & np.isfinite(t.dur))
+    starts, ends = merge(t.ts[compile_rows], t.end[compile_rows])
+    at = np.where(links >= 0, t.ts[np.maximum(links, 0)], t.ts[rows])
+    steady = containing(starts, ends, at) < 0
+    gpu = float(t.dur[rows[steady]].sum())
+    calls = links[steady]
+    host = float(t.dur[np.unique(calls[calls >= 0])].sum())
+    return max(gpu, host) / ctx.n_steps
+
+
 @rule
 def recompilation(ctx: Context) -> list[Finding]:
     from perflab.analysis.steps.compile_work import compile_work
@@ -66,8 +89,18 @@ def recompilation(ctx: Context) -> list[Finding]:
          "recompiles_seen": len(recompiles), "phases": work["names"], "changing_shapes": shapes,
          # compile time gone is the least the fix gives; the steps' own time left is read under the profiler's
          # weight and Dynamo's guards, which compiled code no longer re-checking sheds too
-         "speedup_at_least": round(1 / max(1 - gain / 100, 1e-6), 2),
+         "speedup_at_least": round(1 / max(1 - gain / 100, 1e-6), 2), **_at_most(ctx, gain),
          "reasons": "not in the trace: run with TORCH_LOGS=recompiles to print the failing guards"},
         "Stop the recompiles: TORCH_LOGS=recompiles names the guard that fails; mark the changing dimension "
         "dynamic (torch._dynamo.mark_dynamic(x, dim) or torch.compile(dynamic=True)), pad inputs to a few bucket "
         "sizes, or pass a changing Python scalar as a tensor. Raising the recompile limit only hides it.")
+
+
+def _at_most(ctx: Context, gain: float) -> dict:
+    """The ceiling: the step shrunk to what its steady-state code costs (compiled_code_step_us)."""
+    left = compiled_code_step_us(ctx)
+    step = ctx.window_us / ctx.n_steps
+    if left <= 0 or step <= left:
+        return {}
+    return {"speedup_at_most": round(max(step / left, 1 / max(1 - gain / 100, 1e-6)), 2),
+            "step_ms_at_best": round(left / 1e3, 4)}

@@ -14,7 +14,7 @@ import numpy as np
 from perflab.doctor.context import Context
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import Finding
-from perflab.doctor.fix_bounds import wait_removed
+from perflab.doctor.fix_bounds import per_item_packed, wait_removed
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.evidence import idle_evidence as _idle_evidence
@@ -72,7 +72,7 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
          "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
          "launch_delay_p50_us": launches["launch_delay_us"]["p50"],
-         **wait_removed(ctx, gain, shrinks_work=True)},
+         **wait_removed(ctx, gain, shrinks_work=True), **per_item_packed(ctx, gain)},
         fix_for(ctx, "launch-overhead",
             "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
             "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step; "
@@ -143,7 +143,8 @@ def host_compute(ctx: Context) -> list[Finding]:
     return _finding(
         "host-compute", gain,
         f"CPU work keeps the GPU waiting ~{gain:.0f}% of step time{top}.",
-        {**_idle_evidence(ctx), **wait_removed(ctx, gain), "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
+        {**_idle_evidence(ctx), **wait_removed(ctx, gain, gaps_us=ctx.gaps.whole_gap.get("host", 0.0) / ctx.n_steps),
+         "host_gap_idle_pct": gain, "host_gaps": ctx.gaps.gap_count["host"],
          "top_host_ops": [o["name"] for o in ops[:5]], **({"warmup_in_window": warmup} if warmup else {}),
          **({"top_op_calls_in_window": 1} if once else {}),
          **({"one_time_per_shape": per_shape} if per_shape else {}),
