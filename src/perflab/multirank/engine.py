@@ -127,7 +127,8 @@ class Engine:
         out: list = [None] * len(files)
         # the summaries of the tasks finished since the last look, fetched in one gather: one after the other
         # (fut.result() per rank) this thread waited a round trip per rank, 1.8 s of a 6.2 s map of 64 ranks on 2
-        # loaded cores (docs/multirank/benchmark.md), a serial step that grows with the workers' pace
+        # loaded cores (docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md), a serial step that grows with
+        # the workers' pace
         n = 0
         for batch in as_completed(futures).batches():
             got = self.client.gather(batch, errors="skip")
