@@ -50,7 +50,7 @@ def run_hooked(hider, calls=300, tick=True):
             ticks.append(1)
 
     undo = [watch_compiles(torch, watch, hider), install_calls(torch, seen.append, hider),
-            install_ticker(on_tick, 0.001, hider) if tick else None]
+            install_ticker(torch, on_tick, 0.001, hider) if tick else None]
     try:
         f = torch.compile(program, backend="eager")
         x = torch.randn(8)

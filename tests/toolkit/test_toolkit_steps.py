@@ -272,10 +272,10 @@ def test_compile_inside_the_recorded_steps_restarts_the_recording_then_is_kept()
     assert kinds(log)[-1] == "step" and d.compile_facts()["in_recorded_steps"]
 
 
-def test_a_slice_that_imported_is_not_steady():
+def test_a_slice_with_a_skipped_tick_is_not_steady():
     d, log, watch = watched_detector(warmup=2)
     d.tick()
-    d.imported()
+    d.tick_skipped()
     d.tick()
     assert log == []
     d.tick()

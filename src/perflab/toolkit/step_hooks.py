@@ -4,7 +4,7 @@
   replay, each when not nested in another of them (a compiled module is a module; a graph replayed inside a
   compiled call belongs to that call);
 - a named range (`--marker`): an outermost `record_function` or NVTX range of that name;
-- a clock tick on the main thread (time slices).
+- a clock tick on the main thread (time slices), never while torch traces.
 
 Every hook stays outside what torch.compile traces: the call wrappers step aside while Dynamo traces
 (`torch.compiler.is_compiling()`, checked first), and what they call, the tick's signal handler and the marker
@@ -13,12 +13,14 @@ hooks go through the compile watch's Hider (torch._dynamo.disable once Dynamo is
 from __future__ import annotations
 
 import functools
+import signal
 import threading
 from typing import Any, Callable
 
 from perflab.toolkit.compile_watch import Hider, Invisible
 
 CallKind = str  # "module" | "compiled" | "graph"
+TICK_SIGNAL = signal.SIGRTMIN + 3 if hasattr(signal, "SIGRTMIN") else None
 
 
 def install_calls(torch: Any, on_call: Callable[[CallKind], None], hider: Hider) -> Callable[[], None]:
@@ -158,50 +160,75 @@ def install_marker(torch: Any, name: str, on_enter: Callable[[], None], hider: H
     return uninstall
 
 
-def install_ticker(on_tick: Callable[[], None], every_s: float, hider: Hider,
-                   on_import: Callable[[], None] = lambda: None) -> Callable[[], None] | None:
-    """Run on_tick on the main thread every `every_s` seconds (on_import instead when the tick lands inside an
-    import); None where that is not possible.
+def install_ticker(torch: Any, on_tick: Callable[[], None], every_s: float, hider: Hider,
+                   on_skip: Callable[[], None] = lambda: None) -> Callable[[], None] | None:
+    """Run on_tick on the main thread every `every_s` seconds; None where that is not possible.
 
     The profiler records only the thread that starts it, so ticks must run on the main thread. A helper thread
-    asks for them with _thread.interrupt_main(signum): Python runs the handler of that signal on the main thread
-    at its next bytecode, and no OS signal is sent, so no system call of the script (or of a C extension) sees
-    EINTR. A real-time signal number keeps clear of signals that scripts handle themselves. The handler can land
-    in compiled code: it is installed through the Hider.
+    asks for them with _thread.interrupt_main(TICK_SIGNAL): Python runs the handler of that signal on the main
+    thread at its next bytecode, and no OS signal is sent, so no system call of the script (or of a C extension)
+    sees EINTR. A real-time signal number keeps clear of signals that scripts handle themselves. The handler can
+    land in compiled code: it is installed through the Hider.
+
+    A tick lands between any two bytecodes, so on_skip runs instead of on_tick where a tick must not enter torch:
+    inside an import (starting the profiler imports modules), or while torch traces (`torch_is_tracing`). A tick
+    that lands while the previous one still runs is dropped: torch's dispatch is not re-entrant either.
     """
     import _thread
-    import signal
 
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGRTMIN"):
+    if threading.current_thread() is not threading.main_thread() or TICK_SIGNAL is None:
         return None
-    signum = signal.SIGRTMIN + 3
+    running = False
 
     def handler(_signum: int, frame: Any) -> None:
-        if _importing(frame):  # starting the profiler imports modules: not inside another import
-            on_import()
-        else:
-            on_tick()
+        nonlocal running
+        if running:
+            return
+        running = True
+        try:
+            if _importing(frame) or torch_is_tracing(torch):
+                on_skip()
+            else:
+                on_tick()
+        finally:
+            running = False
 
     def install(wrap: Callable[[Callable], Callable]) -> None:
         if threading.current_thread() is threading.main_thread():  # torch._dynamo imported on another thread
-            signal.signal(signum, wrap(handler))
+            signal.signal(TICK_SIGNAL, wrap(handler))
 
-    previous = signal.getsignal(signum)
+    previous = signal.getsignal(TICK_SIGNAL)
     hider.hide(install)
     stop = threading.Event()
 
     def run() -> None:
         while not stop.wait(every_s):
-            _thread.interrupt_main(signum)
+            _thread.interrupt_main(TICK_SIGNAL)
 
     threading.Thread(target=run, name="perflab-step-ticker", daemon=True).start()
 
     def uninstall() -> None:
         stop.set()
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signum, previous)
+            signal.signal(TICK_SIGNAL, previous)
 
     return uninstall
+
+
+def torch_is_tracing(torch: Any) -> bool:
+    """Whether this thread is inside torch's tracing machinery, where an op the tick dispatches would be seen by
+    the program's tracer (recorded into a make_fx / torch.export graph, run on fake tensors) or would re-enter
+    torch's Python dispatcher mid-update (OpOverload._get_dispatch fills an op's dispatch cache: a tick landing
+    there that calls the same op makes the interrupted call fail with "... already in dispatch cache").
+
+    Torch-function modes are left out: `torch.set_default_device` keeps one active for a whole program, and they
+    pass the tick's record_function through. Reads thread-local state only, no op is dispatched.
+    """
+    C = torch._C
+    if C._len_torch_dispatch_stack() > 0 or C._dispatch_tls_is_dispatch_key_included(C.DispatchKey.PythonDispatcher):
+        return True
+    pre_dispatch = getattr(torch._ops, "_len_torch_dispatch_stack_pre_dispatch", None)
+    return pre_dispatch is not None and pre_dispatch() > 0
 
 
 def _importing(frame: Any) -> bool:

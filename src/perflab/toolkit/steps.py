@@ -3,11 +3,12 @@
 Priority: a range the user names (`--marker NAME`: `torch.profiler.record_function` or an NVTX range), else each
 top-level call (an `nn.Module` call, a call of a `torch.compile`d function, a CUDA graph replay, not nested in
 another), else time slices. The detector is pure logic over its signals (marker entered, top-level call, clock
-tick, an import seen by a tick) and a compile watch (toolkit/compile_watch.py): a boundary while the program
-compiles, captures a CUDA graph or autotunes is no boundary, and a step that held such work (or an import) is not
-steady state: it never counts as warm-up, and one inside the recorded steps restarts the recording (a few times,
-then the trace keeps it and says so). step_hooks.py wires the signals to torch inside the profiled process, and
-`bootstrap` is what the `sitecustomize` that `perflab profile` puts on PYTHONPATH runs in the target process.
+tick, a tick skipped in an import or in torch's tracing) and a compile watch (toolkit/compile_watch.py): a boundary
+while the program compiles, captures a CUDA graph or autotunes is no boundary, and a step that held such work (or a
+skipped tick) is not steady state: it never counts as warm-up, and one inside the recorded steps restarts the
+recording (a few times, then the trace keeps it and says so). step_hooks.py wires the signals to torch inside the
+profiled process, and `bootstrap` is what the `sitecustomize` that `perflab profile` puts on PYTHONPATH runs in the
+target process.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class StepDetector:
         self.restarts = 0        # recordings discarded for compile work in their steps
         self.compile_in_window = False
         self._seen = 0           # watch.count at the last boundary
-        self._unsteady = False   # an import or a boundary during compile work since the last boundary
+        self._unsteady = False   # a skipped tick or a boundary during compile work since the last boundary
 
     @property
     def done(self) -> bool:
@@ -94,7 +95,8 @@ class StepDetector:
         if self.mode == "time":
             self._boundary()
 
-    def imported(self) -> None:
+    def tick_skipped(self) -> None:
+        """A tick landed in an import or while torch traced (step_hooks.install_ticker): one-time work."""
         self._unsteady = True
 
     def finish(self) -> Path | None:
@@ -228,7 +230,8 @@ def bootstrap(config: dict[str, Any]) -> None:
             uninstallers.append(install_marker(torch, detector.marker, detector.marker_entered, hider))
         else:
             uninstallers.append(install_calls(torch, detector.called, hider))
-            ticker = install_ticker(detector.tick, config.get("slice_s", 0.1), hider, on_import=detector.imported)
+            ticker = install_ticker(torch, detector.tick, config.get("slice_s", 0.1), hider,
+                                    on_skip=detector.tick_skipped)
             if ticker is not None:
                 uninstallers.append(ticker)
         uninstallers.append(hider.clear)  # first: no hook is installed again once uninstalling began
