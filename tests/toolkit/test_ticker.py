@@ -103,3 +103,11 @@ def test_a_tick_landing_while_a_tick_runs_is_dropped():
         land_tick()
         land_tick()
     assert (ticks.ran, ticks.deepest) == (2, 1)
+
+
+def test_a_torch_without_the_private_tracing_hooks_is_never_tracing():
+    from types import SimpleNamespace
+
+    from perflab.toolkit.step_hooks import torch_is_tracing
+
+    assert torch_is_tracing(SimpleNamespace(_C=SimpleNamespace())) is False

@@ -225,9 +225,13 @@ def torch_is_tracing(torch: Any) -> bool:
     pass the tick's record_function through. Reads thread-local state only, no op is dispatched.
     """
     C = torch._C
-    if C._len_torch_dispatch_stack() > 0 or C._dispatch_tls_is_dispatch_key_included(C.DispatchKey.PythonDispatcher):
-        return True
-    pre_dispatch = getattr(torch._ops, "_len_torch_dispatch_stack_pre_dispatch", None)
+    try:
+        if C._len_torch_dispatch_stack() > 0 or C._dispatch_tls_is_dispatch_key_included(
+                C.DispatchKey.PythonDispatcher):
+            return True
+    except AttributeError:   # a torch without these private hooks: the tick must not break the program
+        return False
+    pre_dispatch = getattr(getattr(torch, "_ops", None), "_len_torch_dispatch_stack_pre_dispatch", None)
     return pre_dispatch is not None and pre_dispatch() > 0
 
 
