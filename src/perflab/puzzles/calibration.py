@@ -110,10 +110,10 @@ class Summary:
         bounded = sum(1 for r in self.judged if r.has_bound())
         point = self.count_within(WITHIN[1], True)
         return (f"gain calibration: {n} puzzles; point estimate within {WITHIN[0]}x: "
-                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {point} ({100 * point / n:.0f}%), "
+                f"{self.count_within(WITHIN[0], True)}, within {WITHIN[1]}x: {point} ({100 * point / n:.1f}%), "
                 f"off by more than {FAR:g}x: {sum(1 for r in self.judged if r.point_off_by > FAR)}; "
                 f"with the bounds findings state ({bounded} do): {ok} within {WITHIN[1]}x or inside their bound "
-                f"({100 * ok / n:.0f}%), {len(self.far())} off by more than {FAR:g}x outside a bound, "
+                f"({100 * ok / n:.1f}%), {len(self.far())} off by more than {FAR:g}x outside a bound, "
                 f"{len(self.broken_bounds())} bound(s) broken; worst {w.puzzle} ({w.finding or 'missed'}: predicted "
                 f"{_x(w.predicted)}{' ' + _bound_text(w) if w.has_bound() else ''} vs measured {_x(w.measured)}, "
                 f"off by {w.off_by:.2f}x)")
