@@ -4,13 +4,17 @@ local cluster, in one run, against HTA 0.5.0 on the same folder.
 
     python benchmarks/multirank_workers.py --out /tmp/scale --ranks 256 --mb 4 40 --workers 1 2 4 8 16 --hta
     python benchmarks/multirank_workers.py --out /tmp/scale --ranks 64 --mb 4 --workers 1 2     # a quick look
+    python benchmarks/multirank_workers.py --out /tmp/scale --ranks 256 --mb 40 --workers 1 16 --long-lived
 
 Per job (benchmarks/multirank_jobs.py: a planted straggler, the last rank, and a slow link between ranks 2 and 3) and
 worker count: `python -m perflab doctor FOLDER --json` as a fresh child with PERFLAB_WORKERS=N and an empty cache,
 its wall time, the client's peak memory and each worker's (VmHWM, multirank_scale.measured), and the findings
 (id, severity, gain, the straggler): they must be the same at every worker count, the same ids and severities at
-every rank size (a larger job is the same workload with more GEMMs per step), and the planted straggler found. Speed-up is against one
-worker on the same job; HTA's ratio is its wall time over ours on the job it read.
+every rank size (a larger job is the same workload with more GEMMs per step), and the planted straggler found.
+Speed-up is against one worker on the same job; HTA's ratio is its wall time over ours on the job it read.
+
+--long-lived adds each count on a cluster started before the run (`perflab doctor FOLDER --scheduler ADDRESS`, as a
+user reading many jobs keeps one), its start timed apart: what a job costs without the start of a cluster of its own.
 
 --budget-s bounds the run: the largest job's ladder is predicted from the smaller job's measured rate (seconds per
 GB at one worker, the start of a cluster) and from the time its generation took; a size that cannot finish in what
@@ -34,11 +38,17 @@ from multirank_jobs import write_job  # noqa: E402
 from multirank_scale import HTA_LOAD, measured  # noqa: E402
 
 
-def doctor(folder: Path, workers: int) -> dict:
+def doctor(folder: Path, workers: int, scheduler: str | None = None) -> dict:
+    """One fresh `perflab doctor FOLDER --json`: a local cluster of `workers` of its own, or the running cluster at
+    `scheduler` (`--scheduler`; the workers are then not this command's processes: no worker peaks)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
            "PERFLAB_CACHE": tempfile.mkdtemp(prefix="perflab-cache-"), "PERFLAB_WORKERS": str(workers)}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    wall, client, others, out, rc = measured([sys.executable, "-m", "perflab", "doctor", str(folder), "--json"], env)
+    cmd = [sys.executable, "-m", "perflab", "doctor", str(folder), "--json"]
+    if scheduler:
+        env.pop("PERFLAB_WORKERS")
+        cmd += ["--scheduler", scheduler]
+    wall, client, others, out, rc = measured(cmd, env)
     shutil.rmtree(env["PERFLAB_CACHE"], ignore_errors=True)
     row = {"workers": workers, "wall_s": round(wall, 2), "client_mb": round(client, 1),
            "worker_mb": [round(m) for m in sorted(others.values(), reverse=True)[:workers]], "rc": rc}
@@ -46,6 +56,29 @@ def doctor(folder: Path, workers: int) -> dict:
         d = json.loads(out)
         row["findings"] = [[f["id"], f["severity"], round(f["gain_pct"], 2)] for f in d["findings"]]
         row["straggler"] = (d["analyses"].get("multigpu") or {}).get("straggler")
+    return row
+
+
+def long_lived(folder: Path, workers: int) -> dict:
+    """The same job on a cluster started before it (what `--scheduler` offers a user who reads many jobs): the
+    cluster's start timed apart, then one fresh `perflab doctor FOLDER --json --scheduler ADDRESS`."""
+    import dask
+    from distributed import LocalCluster
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    # as the engine starts its own (multirank/engine.py): no MALLOC_TRIM_THRESHOLD_ in the workers
+    spawn = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+             if k != "MALLOC_TRIM_THRESHOLD_"}
+    t0 = time.perf_counter()
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=50)
+    start_s = time.perf_counter() - t0
+    try:
+        row = doctor(folder, workers, scheduler=cluster.scheduler_address)
+    finally:
+        cluster.close()
+    row["cluster_start_s"] = round(start_s, 2)
     return row
 
 
@@ -94,6 +127,8 @@ def main() -> int:
     ap.add_argument("--hta-python", default=sys.executable)
     ap.add_argument("--budget-s", type=float, default=None, help="seconds the whole run may take")
     ap.add_argument("--jobs", type=Path, default=None, help="where the jobs are written (default: a temporary folder)")
+    ap.add_argument("--long-lived", action="store_true", help="also each count on a cluster started before the run "
+                                                                  "(perflab doctor --scheduler), its start timed apart")
     ap.add_argument("--phases", type=int, default=0, help="then on the largest job, where N workers' time goes "
                                                           "(benchmarks/multirank_phases.py: start, map, merge, close)")
     a = ap.parse_args()
@@ -145,6 +180,15 @@ def main() -> int:
             print(f"{mb:7g} {job['gb']:6.2f} {w:7d} {row['wall_s']:7.1f} {base['wall_s'] / row['wall_s']:8.2f}x "
                   f"{row['client_mb']:9.0f} {max(row['worker_mb'] or [0]):15.0f}  {same}, {found}", flush=True)
             save()
+            if a.long_lived:
+                kept = long_lived(folder, w)
+                job.setdefault("long_lived", []).append(kept)
+                same = "same" if kept.get("findings") == base.get("findings") and kept.get("straggler") == base.get(
+                    "straggler") else "DIFFER"
+                print(f"{'':7} {'':6} {w:7d} {kept['wall_s']:7.1f} {base['wall_s'] / kept['wall_s']:8.2f}x "
+                      f"{kept['client_mb']:9.0f} {'':>15}  {same}; on a cluster started before "
+                      f"({kept['cluster_start_s']:.1f} s, not counted)", flush=True)
+                save()
         one = job["runs"][0]
         if n == 0 and one["workers"] == 1:
             two = job["runs"][-1]
@@ -162,7 +206,8 @@ def main() -> int:
     # the same job must give the same report whatever the cluster, and a job of any size is the same workload larger
     # (multirank_jobs: the straggle is a share of the step), so its findings must be the same at every size too
     results["same_findings_every_worker_count"] = all(
-        len({json.dumps([r.get("findings"), r.get("straggler")]) for r in j["runs"]}) == 1 for j in results["jobs"])
+        len({json.dumps([r.get("findings"), r.get("straggler")]) for r in j["runs"] + j.get("long_lived", [])}) == 1
+        for j in results["jobs"])
     results["same_findings_every_size"] = len({json.dumps([[f[0], f[1]] for f in r.get("findings") or []])
                                                for j in results["jobs"] for r in j["runs"]}) == 1
     results["straggler_found_every_size"] = all(r.get("straggler") == a.ranks - 1 for j in results["jobs"]
