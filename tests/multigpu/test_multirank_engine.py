@@ -105,3 +105,23 @@ def test_little_work_or_cached_summaries_stay_in_this_process(tmp_path, monkeypa
         store.write_cached(key, "summary", {"schema": "x"})
     assert engine.plan(big).mode == "in-process"
     assert engine.plan(big, step=3).mode == "local"  # another step's summaries are other summaries
+
+
+@pytest.mark.parametrize("workers, forked", [(2, False), (4, True)])
+def test_a_large_local_cluster_forks_its_workers_from_one_server_that_imported_the_reader(workers, forked):
+    """From FORK_FROM_SERVER_WORKERS workers up, the workers are forks of multiprocessing's forkserver (their parent
+    is that server, not this process where the nannies live), and the rank reader is imported before any task."""
+    import multiprocessing
+    import os
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no forkserver on this platform")
+    assert engine.FORK_FROM_SERVER_WORKERS == 4
+    with engine.Engine(engine.Plan("local", workers=workers, memory_per_worker=2 << 30)) as e:
+        parents = set(e.client.run(os.getppid).values())
+        preloaded = set(e.client.run(eval, "'perflab.multirank.tasks' in __import__('sys').modules").values())
+        summaries = e.client.run(eval, "__import__('perflab.multirank.tasks').multirank.tasks.rank_summary.__name__")
+    assert len(summaries) == workers
+    assert (os.getpid() not in parents) is forked
+    if forked:
+        assert preloaded == {True}

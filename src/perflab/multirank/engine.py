@@ -68,6 +68,32 @@ def plan(files: list[str], scheduler: str | None = None, step: int | None = None
     return Plan("local", workers=workers, memory_per_worker=memory // workers)
 
 
+FORK_FROM_SERVER_WORKERS = 4
+
+
+def _fork_from_a_server(workers: int) -> dict:
+    """Dask configuration that starts the workers as forks of one server process that imported distributed and this
+    reader once (multiprocessing's forkserver), where the platform has it. Spawned, each worker starts an
+    interpreter and imports them itself, and the client prepares each start in turn: 16 workers took 3.4-3.6 s to
+    start on 16 cores and on 2, a quarter of a 16-worker run of 10 GB; forked from the server, 16 took 1.2 s on 2
+    cores. The server's own start is paid once: below FORK_FROM_SERVER_WORKERS workers spawning is as fast or
+    faster (2 workers: 0.4-0.5 s spawned, 0.65-0.75 s forked; 4: 0.87-0.93 against 0.80-0.83;
+    docs/multirank/benchmark.md)."""
+    import multiprocessing
+
+    if workers < FORK_FROM_SERVER_WORKERS or "forkserver" not in multiprocessing.get_all_start_methods():
+        return {}
+    import dask
+    from distributed.utils import get_mp_context
+
+    key = "distributed.worker.multiprocessing-method"
+    with dask.config.set({key: "forkserver"}):
+        ctx = get_mp_context()   # distributed sets its own preload once; ours, set after, replaces it
+    # before the server starts (its first fork); a server already running keeps what it has
+    ctx.set_forkserver_preload(["distributed", "perflab.multirank.tasks"])
+    return {key: "forkserver"}
+
+
 class Engine:
     """`with Engine(plan) as e:` e.summaries(files) then e.report(path) for the report's rank."""
 
@@ -86,7 +112,8 @@ class Engine:
             # docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md); a rank's memory is freed whole when its task ends either way
             spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
                          if k != "MALLOC_TRIM_THRESHOLD_"}
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env}):
+            start = {"distributed.nanny.pre-spawn-environ": spawn_env, **_fork_from_a_server(self.how.workers)}
+            with dask.config.set(start):
                 self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
                                             memory_limit=self.how.memory_per_worker, dashboard_address=None,
                                             silence_logs=50)
