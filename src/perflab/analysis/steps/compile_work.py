@@ -54,6 +54,15 @@ def _short(name: str) -> str:
     return re.sub(r"\s*\(dynamo_timed\)\s*$", "", name.strip())
 
 
+def compile_work_rows(trace: Trace) -> np.ndarray:
+    """The host ranges of compile work (Dynamo, AOT autograd, Inductor phases) that have a duration, in row order;
+    kept on the trace (the compile share and the recompilation rule's steady-state cost both read them)."""
+    def find() -> np.ndarray:
+        host = np.isin(trace.kind, HOST_KINDS)
+        return np.flatnonzero(host & trace.name_table_mask(is_compile_work) & np.isfinite(trace.dur))
+    return trace.cached("compile_work_rows", find)
+
+
 def compile_work(trace: Trace, windows=None) -> dict:
     """How much of the window (analysis.steps.windows.Windows, default: the whole trace) is compile work.
 
@@ -64,7 +73,8 @@ def compile_work(trace: Trace, windows=None) -> dict:
     work).
     """
     host = np.isin(trace.kind, HOST_KINDS)
-    work = host & trace.name_table_mask(is_compile_work)
+    work = np.zeros(len(trace), dtype=bool)
+    work[compile_work_rows(trace)] = True
     capture = (trace.kind == RUNTIME) & trace.name_table_mask(is_graph_capture)
     rows = np.flatnonzero((work | capture) & np.isfinite(trace.dur))
     if windows is None:

@@ -47,15 +47,13 @@ def compiled_code_step_us(ctx: Context) -> float:
     compile work (the compiled code's kernels and the eager ops around it; not autotuning's benchmark runs), or
     the host's launch calls for them, whichever is longer. 0 where the trace holds none."""
     from perflab.analysis.idle.intervals import containing, merge
-    from perflab.analysis.steps.compile_work import is_compile_work
+    from perflab.analysis.steps.compile_work import compile_work_rows
     from perflab.analysis.steps.links import launch_of
-    from perflab.trace.model import HOST_KINDS
 
     t = ctx.trace
     rows = ctx.window_gpu
     links = launch_of(t)[rows]
-    compile_rows = np.flatnonzero(np.isin(t.kind, HOST_KINDS) & t.name_table_mask(is_compile_work)
-                                  & np.isfinite(t.dur))
+    compile_rows = compile_work_rows(t)
     starts, ends = merge(t.ts[compile_rows], t.end[compile_rows])
     at = np.where(links >= 0, t.ts[np.maximum(links, 0)], t.ts[rows])
     steady = containing(starts, ends, at) < 0

@@ -63,11 +63,10 @@ def serving_trace_ratio(ev: Any, path: str = "itl_ms.p99", numerator: str = "slo
                         denominator: str = "solution") -> Computed:
     """numerator's figure over denominator's (itl_ms.p99, slow over solution: how many times lower the fix's ITL
     tail is, read from the two traces)."""
-    num = _dig(_figures(ev, numerator), path, numerator)
-    den = _dig(_figures(ev, denominator), path, denominator)
+    top, bottom = _figures(ev, numerator), _figures(ev, denominator)
+    num, den = _dig(top, path, numerator), _dig(bottom, path, denominator)
     if not isinstance(num, (int, float)) or not isinstance(den, (int, float)) or not den:
         raise PerflabError(f"{path}: {num!r} / {den!r} is not a ratio of numbers")
-    return Computed(round(num / den, 3), {**_evidence(_figures(ev, numerator), numerator),
-                                          **_evidence(_figures(ev, denominator), denominator),
+    return Computed(round(num / den, 3), {**_evidence(top, numerator), **_evidence(bottom, denominator),
                                           "ratio": f"{num:.4g} / {den:.4g}"},
                     f"the serving iterations perflab doctor reads in the recorded {numerator} and {denominator} traces")
