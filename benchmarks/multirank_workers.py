@@ -62,17 +62,11 @@ def doctor(folder: Path, workers: int, scheduler: str | None = None) -> dict:
 def long_lived(folder: Path, workers: int) -> dict:
     """The same job on a cluster started before it (what `--scheduler` offers a user who reads many jobs): the
     cluster's start timed apart, then one fresh `perflab doctor FOLDER --json --scheduler ADDRESS`."""
-    import dask
-    from distributed import LocalCluster
+    from perflab.multirank.engine import start_local_cluster
 
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    # as the engine starts its own (multirank/engine.py): no MALLOC_TRIM_THRESHOLD_ in the workers
-    spawn = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
-             if k != "MALLOC_TRIM_THRESHOLD_"}
     t0 = time.perf_counter()
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=50)
+    cluster = start_local_cluster(workers)   # as the engine starts its own
     start_s = time.perf_counter() - t0
     try:
         row = doctor(folder, workers, scheduler=cluster.scheduler_address)

@@ -94,6 +94,23 @@ def _fork_from_a_server(workers: int) -> dict:
     return {key: "forkserver"}
 
 
+def start_local_cluster(workers: int, memory_per_worker: int | str = "auto"):
+    """A local Dask cluster of `workers` processes of one thread each (the reader holds the GIL), as the engine
+    starts its own."""
+    import dask
+    from distributed import LocalCluster
+
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536: every freed column of a rank goes back to the system and
+    # the next rank faults it in again, 10-15% more CPU per rank (7x the page faults,
+    # docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md); a rank's memory is freed whole when its task
+    # ends either way
+    spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+                 if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_env, **_fork_from_a_server(workers)}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_per_worker,
+                            dashboard_address=None, silence_logs=50)
+
+
 class Engine:
     """`with Engine(plan) as e:` e.summaries(files) then e.report(path) for the report's rank."""
 
@@ -104,19 +121,9 @@ class Engine:
 
     def __enter__(self) -> "Engine":
         if self.how.mode == "local":
-            import dask
-            from distributed import Client, LocalCluster
+            from distributed import Client
 
-            # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536: every freed column of a rank goes back to the
-            # system and the next rank faults it in again, 10-15% more CPU per rank (7x the page faults,
-            # docs/multirank/2026-11-27-2vcpu-doctor-at-8-64-256-ranks.md); a rank's memory is freed whole when its task ends either way
-            spawn_env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
-                         if k != "MALLOC_TRIM_THRESHOLD_"}
-            start = {"distributed.nanny.pre-spawn-environ": spawn_env, **_fork_from_a_server(self.how.workers)}
-            with dask.config.set(start):
-                self.cluster = LocalCluster(n_workers=self.how.workers, threads_per_worker=1, processes=True,
-                                            memory_limit=self.how.memory_per_worker, dashboard_address=None,
-                                            silence_logs=50)
+            self.cluster = start_local_cluster(self.how.workers, self.how.memory_per_worker)
             self.client = Client(self.cluster)
         elif self.how.mode == "scheduler":
             from distributed import Client
