@@ -108,3 +108,46 @@ def test_host_work_after_a_drain_is_priced_with_the_drain_it_leaves_idle():
     low, high = _measured(ev)
     assert e["speedup_est"] > speedup_of_gain(f.gain_pct) * 1.2
     assert low / 1.5 <= e["speedup_est"] <= min(high * 1.5, e["speedup_at_most"])
+
+
+def _looped(tmp_path, *, items: int, carve: str = "select", as_weight: bool = False):
+    """A step that runs a projection and a GELU on each of `items` pieces of one bf16 tensor [items, 32, 1024]: a
+    view call per piece, then the ops on the piece (`as_weight`: the pieces are a stacked weight [items, 1024, 1024]
+    multiplied into one activation, a layer loop)."""
+    b = TraceBuilder()
+    parent = [items, 1024, 1024] if as_weight else [items, 32, 1024]
+    for n in range(3):
+        with b.step(n):
+            for i in range(items):
+                if carve == "select":
+                    with b.span("aten::select", **{"Input Dims": [parent, [], []], "Concrete Inputs": ["", "0", str(i)]}):
+                        b.python(2.0)
+                else:   # a split into `items` chunks along the last dimension
+                    with b.span("aten::slice", **{"Input Dims": [parent, [], [], [], []],
+                                                  "Concrete Inputs": ["", "-1", str(i * 1024 // items),
+                                                                      str((i + 1) * 1024 // items), "1"]}):
+                        b.python(2.0)
+                x, w = ([32, 1024], [1024, 1024])
+                b.op("aten::addmm", [("nvjet_sm90_tst_64x32_64x16_2x1_v_bz_bias_TNT", 6.0, [16, 1, 1], [128, 1, 1])],
+                     cpu_us=20.0, dims=[[1024], x, w, [], []], dtypes=["c10::BFloat16"] * 3 + ["Scalar", "Scalar"])
+                b.op("aten::gelu", [("void at::native::vectorized_elementwise_kernel<4, gelu>", 2.0)], cpu_us=10.0,
+                     dims=[[32, 1024], []], dtypes=["c10::BFloat16", ""])
+    b.synchronize()
+    return diagnose(b.write(tmp_path / "t.json"))
+
+
+def test_a_loop_over_the_pieces_of_one_tensor_is_priced_batched(tmp_path):
+    e = _finding(_looped(tmp_path, items=64), "launch-overhead").evidence
+    assert e["items_per_step"] == 64 and e["item_view"] == "aten::select" and e["item_shape"] == [32, 1024]
+    assert set(e["looped_ops"]) == {"aten::addmm", "aten::gelu"}
+    # batched: 64 x 2 x 32 x 1024 x 1024 FLOPs and the weight read once, at the H100's roofs, far under the loop's
+    # 64 x 8 µs of kernels
+    assert e["looped_us_at_roof_batched"] < e["looped_us_per_step"] / 10
+    assert e["speedup_at_least"] < e["speedup_est"] <= e["speedup_at_most"]
+
+
+def test_a_layer_loop_over_a_stacked_weight_and_a_three_way_split_are_not_item_loops(tmp_path):
+    layers = _finding(_looped(tmp_path, items=24, as_weight=True), "launch-overhead").evidence
+    assert "items_per_step" not in layers
+    split = _finding(_looped(tmp_path, items=3, carve="slice"), "launch-overhead").evidence
+    assert "items_per_step" not in split

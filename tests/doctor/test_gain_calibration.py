@@ -35,6 +35,28 @@ def test_none_off_by_more_than_three_unless_the_measurement_lies_within_the_stat
     assert not far, far
 
 
+def test_issue_35_targets_eighty_percent_of_points_within_one_and_a_half_and_no_point_off_by_three(summary):
+    points = summary.count_within(WITHIN, True)
+    assert points >= GOAL_SHARE * len(summary.judged), table(summary)
+    far = [(r.puzzle, r.finding, r.predicted, r.measured) for r in summary.judged if r.point_off_by > FAR]
+    assert not far, far
+    assert not summary.broken_bounds(), [r.puzzle for r in summary.broken_bounds()]
+
+
+def test_loops_over_items_are_priced_batched_and_a_staged_fix_by_its_own_stage(summary):
+    """speed-of-light and batch-size-knee run the same ops on each piece of one tensor: the fix batches them (their
+    weights read once), measured 12-100x where removing the launch gaps alone says 3-6x. The walk's solution fixes
+    three findings; its planted one is calibrated against stage1, which fixes the launches alone."""
+    rows = {r.puzzle: r for r in summary.judged}
+    for pid in ("speed-of-light", "batch-size-knee", "walk"):
+        if pid not in rows:
+            pytest.skip(f"{pid} is not recorded here")
+        r = rows[pid]
+        assert r.finding == "launch-overhead" and r.within_bound() and r.point_off_by < FAR, (pid, r.predicted)
+        assert r.predicted > 2 * r.at_least, (pid, r.predicted, r.at_least)   # the gap alone is the floor
+    assert "slow / stage1" in rows["walk"].measured_how
+
+
 def test_every_point_that_misses_by_more_than_one_and_a_half_states_a_bound_the_measurement_keeps(summary):
     missed = [r for r in summary.judged if r.point_off_by > WITHIN and r.has_bound()]
     assert missed, "the catalog has findings whose gain cannot be a point (atomic storms, launch-bound steps)"

@@ -7,6 +7,8 @@ follow from the fix the finding recommends (evidence keys of perflab.analysis.wo
 - A copy the fix removes: at least the copy's time back; at most down to the GPU's kernel time.
 - One small kernel launched once per work item (launch-overhead's persistent-kernel fix): the point estimate
   (`speedup_est`) is the step with that kernel's work packed onto every SM (`per_item_packed`).
+- A loop that runs the same ops on each piece of one tensor (launch-overhead's batching fix): the point estimate is
+  the step with the looped ops run once over all items at their roof (`per_item_batched`).
 Kernel findings (Nsight Compute) state their range and point themselves, from the one model of a kernel's time
 (analysis/ncu/kernel_time.py: `kernel_speedup_est`, `kernel_speedup_at_least` / `_at_most`).
 Each helper returns evidence entries to merge into the finding's evidence; nothing when a bound is unknown.
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis.work.estimate import speedup_of_gain
+from perflab.doctor.registry import severity_for
 
 
 def _r(x: float) -> float:
@@ -100,6 +103,48 @@ def per_item_packed(ctx: Any, gain_pct: float) -> dict[str, Any]:
             "per_item_kernel": t.names[top], "per_item_launches_per_step": round(float(counts.max()) / ctx.n_steps, 1),
             "per_item_blocks_p50": float(np.median(grid)), "sm_count": int(sms),
             "step_us_packed": round(after, 1)}
+
+
+def per_item_batched(ctx: Any, gain_pct: float) -> dict[str, Any]:
+    """A loop over the pieces of one tensor (analysis/work/item_loops.py), batched: its ops run once per step over
+    all items near their roof (a matmul's weight read once), the other ops keep their GPU time, the host launches
+    the others' kernels. The point (`speedup_est`) is the step over that, never under the wait's own gain; the
+    ceiling (`speedup_at_most`) has every op at its roof. Nothing where the trace shows no such loop, or the
+    ceilings or the shapes to price it are missing."""
+    from perflab.analysis.steps.links import launch_of
+    from perflab.analysis.work.item_loops import batched_us, item_loop
+    from perflab.analysis.work.speed_of_light import AT_ROOF_PCT, op_sol
+    from perflab.trace.model import HOST_KINDS
+
+    if severity_for(gain_pct) is None:
+        return {}
+    t, work, c, n = ctx.trace, ctx.op_work, ctx.ceilings, ctx.n_steps
+    host = np.flatnonzero(np.isin(t.kind, HOST_KINDS))
+    host = host[ctx.windows.contains(t.ts[host])]
+    loop = item_loop(t, host, work, n)
+    if loop is None:
+        return {}
+    looped = set(loop.looped)
+    batched = [batched_us(work.groups[i], c, n) for i in loop.looped]
+    if any(b is None for b in batched):
+        return {}
+    others = [g for i, g in enumerate(work.groups) if i not in looped]
+    kept = sum(g.time_us for g in others) / n + work.unmodelled_us / n
+    at_roof = sum((op_sol(g, c).get("sol_us") or g.time_us) for g in others) / n + work.unmodelled_us / n
+    rows = np.asarray([r for g in others for r in g.rows], dtype=np.int64)
+    links = launch_of(t)[rows] if rows.size else rows
+    launches = float(t.dur[np.unique(links[links >= 0])].sum()) / n if rows.size else 0.0
+    # the point: the batched ops as fast as an op the doctor counts as at its speed of light (AT_ROOF_PCT of the
+    # roof); the ceiling: every op at its roof
+    after = max(sum(batched) * 100.0 / AT_ROOF_PCT + kept, launches)
+    best = max(sum(batched) + at_roof, launches)
+    step = step_us(ctx)
+    if after <= 0 or step <= after:
+        return {}
+    point = max(step / after, speedup_of_gain(gain_pct))
+    return {"speedup_est": _r(point), "speedup_at_most": _r(max(step / best, point)),
+            **loop.to_dict(work), "looped_us_per_step": round(sum(work.groups[i].time_us for i in looped) / n, 1),
+            "looped_us_at_roof_batched": round(sum(batched), 1), "step_us_batched": round(after, 1)}
 
 
 def copy_removed(ctx: Any, gain_pct: float, copy_us_per_step: float) -> dict[str, Any]:

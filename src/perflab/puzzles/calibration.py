@@ -225,6 +225,23 @@ def kernel_share(report: Any, kernel: str) -> float:
     return min(1.0, total / step_us) if step_us > 0 and total > 0 else 1.0
 
 
+def _stage_measured(row: Row, ev: Any, stage: str) -> None:
+    """The planted finding's own fix is a stage of the puzzle (the solution fixes more): its speed-up over the slow
+    program, measured in its own interleaved runs, is the row's measurement."""
+    st = (ev.measurements().get("stages") or {}).get(stage) or {}
+    point = st.get("speedup_vs_slow")
+    if not isinstance(point, (int, float)):
+        return
+    lo, hi = st.get("ci_low"), st.get("ci_high")
+    row.measured = float(point)
+    row.measured_ci = (float(lo), float(hi)) if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else None
+    ci = f", 95 % CI {lo:.2f}-{hi:.2f}x" if row.measured_ci else ""
+    man = ev.manifest() or {}
+    where = ", ".join(x for x in (str(man.get("gpu") or ""), str(man.get("date") or "")[:10]) if x)
+    row.measured_how = (f"median step time of {st.get('n', '?')} interleaved runs, slow / {stage} (the stage that fixes "
+                        f"the planted finding alone; the solution also fixes others){ci}" + (f" ({where})" if where else ""))
+
+
 def calibrate(puzzle: Any) -> Row:
     from perflab.puzzles.engine import replay
 
@@ -243,6 +260,8 @@ def calibrate(puzzle: Any) -> Row:
     sp = ev.measurements().get("speedup") or {}
     if isinstance(sp.get("ci_low"), (int, float)) and isinstance(sp.get("ci_high"), (int, float)):
         row.measured_ci = (float(sp["ci_low"]), float(sp["ci_high"]))
+    if check.planted_fixed_by:
+        _stage_measured(row, ev, check.planted_fixed_by)
     if kind == "other" or row.measured is None or (kind == "latency" and planted not in SERVING_IDS):
         row.skipped = "its measurement is not a fix's speed-up"
         return row

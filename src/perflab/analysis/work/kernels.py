@@ -60,6 +60,13 @@ def is_simt_gemm(name: str) -> bool:
     return classify(name) in ("gemm", "conv") and bool(_SIMT_GEMM.search(name)) and not _TENSOR_CORE.search(name)
 
 
+def fp32_math_on_fma(name: str) -> bool:
+    """An FP32 matrix op's kernel that does its math on the FMA pipes: a SIMT GEMM, or a matrix-vector kernel (cuBLAS
+    gemv: tensor cores have no matrix-vector path). A batched product of the same operands would run there too unless
+    TF32 is enabled, which the trace does not say."""
+    return is_simt_gemm(name) or (classify(name) == "gemm" and "gemv" in name.lower() and not _TENSOR_CORE.search(name))
+
+
 def type_table(trace: Trace) -> np.ndarray:
     """Kernel type index (into TYPES) per distinct name."""
     return trace.cached("kernel_type_table", lambda: np.array(

@@ -57,11 +57,11 @@ def _itemsize(tensors: list[Tensor]) -> float:
 
 def _mm(m: int, k: int, n: int, batch: int, a: Tensor, b: Tensor, extra: float, out_itemsize: float,
         kernel: str) -> Work:
-    from perflab.analysis.work.kernels import is_simt_gemm
+    from perflab.analysis.work.kernels import fp32_math_on_fma
 
     # weight-only quantization (one operand narrow): the math runs at the other operand's precision
     path = precision(b.dtype if a.narrow and not b.narrow else a.dtype)
-    if path == "fp32" and kernel and not is_simt_gemm(kernel):
+    if path == "fp32" and kernel and not fp32_math_on_fma(kernel):
         path = "tf32"
     out = batch * m * n * out_itemsize
     weight = b if b.narrow or not a.narrow else a
@@ -148,7 +148,7 @@ _CONV = {
 
 
 def conv(op: str, a: OpArgs, kernel: str) -> Work | None:
-    from perflab.analysis.work.kernels import is_simt_gemm
+    from perflab.analysis.work.kernels import fp32_math_on_fma
 
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x.sizes) < 3 or len(x.sizes) != len(w.sizes):
@@ -182,7 +182,7 @@ def conv(op: str, a: OpArgs, kernel: str) -> Work | None:
     bias = a.tensor(2) if op not in ("cudnn_convolution",) else None
     bytes_ = x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0) + out_numel * (x.itemsize or 1)
     path = precision(x.dtype)
-    if path == "fp32" and kernel and not is_simt_gemm(kernel):
+    if path == "fp32" and kernel and not fp32_math_on_fma(kernel):
         path = "tf32"
     return Work("conv", flops, bytes_, path, notes)
 

@@ -87,18 +87,28 @@ def recompilation(ctx: Context) -> list[Finding]:
          "recompiles_seen": len(recompiles), "phases": work["names"], "changing_shapes": shapes,
          # compile time gone is the least the fix gives; the steps' own time left is read under the profiler's
          # weight and Dynamo's guards, which compiled code no longer re-checking sheds too
-         "speedup_at_least": round(1 / max(1 - gain / 100, 1e-6), 2), **_at_most(ctx, gain),
+         "speedup_at_least": round(1 / max(1 - gain / 100, 1e-6), 2), **_at_most(ctx, gain, work["steps_with_compile"] >= work["steps"]),
          "reasons": "not in the trace: run with TORCH_LOGS=recompiles to print the failing guards"},
         "Stop the recompiles: TORCH_LOGS=recompiles names the guard that fails; mark the changing dimension "
         "dynamic (torch._dynamo.mark_dynamic(x, dim) or torch.compile(dynamic=True)), pad inputs to a few bucket "
         "sizes, or pass a changing Python scalar as a tensor. Raising the recompile limit only hides it.")
 
 
-def _at_most(ctx: Context, gain: float) -> dict:
-    """The ceiling: the step shrunk to what its steady-state code costs (compiled_code_step_us)."""
+def _at_most(ctx: Context, gain: float, every_step: bool) -> dict:
+    """The ceiling: the step shrunk to what its steady-state code costs (compiled_code_step_us). The point: where
+    every step compiles, no call of the compiled code ran without compiling, so the host's share of a steady step
+    (guards, the wrapper, the launches) cannot be read; it lies between the two, and the point is their geometric
+    midpoint (`speedup_est_from`)."""
     left = compiled_code_step_us(ctx)
     step = ctx.window_us / ctx.n_steps
     if left <= 0 or step <= left:
         return {}
-    return {"speedup_at_most": round(max(step / left, 1 / max(1 - gain / 100, 1e-6)), 2),
-            "step_ms_at_best": round(left / 1e3, 4)}
+    floor = 1 / max(1 - gain / 100, 1e-6)
+    most = max(step / left, floor)
+    out = {"speedup_at_most": round(most, 2), "step_ms_at_best": round(left / 1e3, 4)}
+    if not every_step:
+        return out
+    return {**out, "speedup_est": round((floor * most) ** 0.5, 2),
+            "speedup_est_from": "the geometric midpoint of the floor (compile work gone) and the ceiling (the "
+                                "compiled code's own GPU time or launch calls): no step ran the compiled code "
+                                "without compiling, so its steady host cost is not in the trace"}

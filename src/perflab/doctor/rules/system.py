@@ -14,7 +14,7 @@ import numpy as np
 from perflab.doctor.context import Context
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import Finding
-from perflab.doctor.fix_bounds import per_item_packed, wait_removed
+from perflab.doctor.fix_bounds import per_item_batched, per_item_packed, wait_removed
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.evidence import idle_evidence as _idle_evidence
@@ -72,7 +72,7 @@ def launch_overhead(ctx: Context) -> list[Finding]:
          "launch_gaps": ctx.gaps.gap_count["launch"], "launch_gap_idle_pct": gain,
          "cpu_launch_us_per_gpu_us": launches["cpu_launch_over_gpu"],
          "launch_delay_p50_us": launches["launch_delay_us"]["p50"],
-         **wait_removed(ctx, gain, shrinks_work=True), **per_item_packed(ctx, gain)},
+         **wait_removed(ctx, gain, shrinks_work=True), **(per_item_batched(ctx, gain) or per_item_packed(ctx, gain))},
         fix_for(ctx, "launch-overhead",
             "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs / "
             "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile), batch more work per step; "

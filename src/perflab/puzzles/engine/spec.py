@@ -67,6 +67,8 @@ class CheckConfig:
     reduction: float = 1.0           # memory metrics: the slow/fixed ratio the fix must reach
     max_overhead_pct: float = 10.0   # metric "overhead": the profiled step's cost over bare_step (puzzles/evidence/overhead.py)
     planted_in: str = "trace"        # "ncu": the fix's Nsight Compute report (the default where tools name ncu)
+    planted_fixed_by: str = ""       # the stage that fixes the planted finding alone (its measured speed-up
+                                     # calibrates the finding's estimate); "": the solution
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,9 @@ def parse(data: dict[str, Any], source: Path) -> Puzzle:
     )
     if stages and puzzle.requirements.gpus > 1:
         raise f.fail("stages", "is not supported for multi-GPU puzzles (requirements.gpus > 1)")
+    if check.planted_fixed_by and check.planted_fixed_by not in stages:
+        raise SpecError(f"{display_path(source)}: [check] planted_fixed_by must name one of the puzzle's stages "
+                        f"({', '.join(stages) or 'it has none'})")
     for variant in ("slow", "solution"):
         if not puzzle.file(variant).is_file():
             raise SpecError(f"{display_path(source)}: puzzle folder lacks {VARIANT_FILES[variant]}")
@@ -264,7 +269,7 @@ def _ncu(t: Fields) -> NcuConfig:
 
 def _check(t: Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
     t.reject_unknown({"speedup", "planted", "rtol", "atol", "reps", "metric", "reduction", "max_overhead_pct",
-                      "planted_in"})
+                      "planted_in", "planted_fixed_by"})
     planted = t.get("planted", str, taxonomy[0])
     if planted not in TAXONOMY_IDS:
         raise t.fail("planted", f"{planted!r} is not a taxonomy id")
@@ -282,7 +287,8 @@ def _check(t: Fields, taxonomy: tuple[str, ...], ncu: bool) -> CheckConfig:
         raise t.fail("planted_in", "must be trace, or ncu where tools name ncu (the evidence that judges the fix)")
     return CheckConfig(speedup=speedup, planted=planted, rtol=t.number("rtol", None), atol=t.number("atol", None),
                        reps=t.int_in("reps", 5, 10_000, 30), metric=metric, reduction=reduction,
-                       max_overhead_pct=t.number("max_overhead_pct", 10.0), planted_in=planted_in)
+                       max_overhead_pct=t.number("max_overhead_pct", 10.0), planted_in=planted_in,
+                       planted_fixed_by=t.get("planted_fixed_by", str, ""))
 
 
 def _questions(f: Fields, stages: tuple[str, ...] = ()) -> tuple[Question, ...]:
