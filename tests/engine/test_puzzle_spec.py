@@ -131,3 +131,12 @@ def test_a_stage_name_is_no_variant_without_stages(tmp_path):
     toml = GOOD.replace('args = { path = "steps", variant = "solution" }', 'args = { path = "steps", variant = "stage1" }')
     with pytest.raises(SpecError, match=r"field 'questions\[8\]\.args\.variant' must be 'slow' or 'solution'"):
         spec.load(staged_puzzle(tmp_path, toml, ("stage1",)) / "puzzle.toml")
+
+
+def test_planted_fixed_by_names_a_stage(tmp_path):
+    assert "[check]\n" in STAGED
+    ok = STAGED.replace("[check]\n", '[check]\nplanted_fixed_by = "stage1"\n', 1)
+    assert spec.load(staged_puzzle(tmp_path / "ok", ok) / "puzzle.toml").check.planted_fixed_by == "stage1"
+    bad = STAGED.replace("[check]\n", '[check]\nplanted_fixed_by = "stage3"\n', 1)
+    with pytest.raises(spec.SpecError, match="planted_fixed_by must name one of the puzzle's stages"):
+        spec.load(staged_puzzle(tmp_path / "bad", bad) / "puzzle.toml")
