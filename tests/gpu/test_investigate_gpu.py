@@ -6,6 +6,7 @@ the walk must choose that kernel by the time it would save, profile the launch i
 first launch of the first kernel), and give the same numbers as the ncu command it prints, run by hand. A program
 that runs out of memory: level 1 fails, level 3 records the allocator's history and leads the report.
 """
+import gzip
 import json
 import shlex
 import subprocess
@@ -113,11 +114,13 @@ def test_out_of_memory_leads_to_the_memory_level(tmp_path):
     print(json.dumps({"l1": l1["top_line"], "l3": l3["top_line"], "reasons": l3.get("reasons")}, indent=1))
     assert proc.returncode == 1 and l1["status"] == "failed"
     assert l3["status"] == "done" and any("out of GPU memory" in r for r in l3["reasons"])
-    # the allocator wastes nothing here (the doctor's finding is healthy): the program keeps it all, and level 3
-    # names who holds the memory at its peak
+    # the allocator wastes nothing here: the program keeps it all, and level 3 leads with the out-of-memory error and
+    # names the program's line that allocated most of it and holds it at the peak (not perflab's own call hooks,
+    # which the recording runs under)
     assert d["headline"]["level"] == 3 and d["headline"]["scope"] == "memory"
     assert l3["evidence"]["held_at_peak"][0]["function"] == "oom.py:<module>"
-    assert "oom.py:<module> holds" in l3["top_line"] and (tmp_path / "inv" / "memory.json.gz").exists()
+    assert l3["top_line"].startswith("Out of memory") and "allocated at oom.py:7 <module>" in l3["top_line"]
+    assert "step_hooks" not in l3["top_line"] and (tmp_path / "inv" / "memory.json.gz").exists()
     # the history came from level 1's run (no run of its own), the stacks of the recorded steps left out
     record = json.loads((tmp_path / "inv" / "investigation.json").read_text())
     assert record["levels"]["3"]["from_level1"] and record["levels"]["1"]["history"]["kept"]
@@ -139,8 +142,15 @@ def test_the_skip_lands_on_the_chosen_step_when_each_step_launches_a_different_g
     # both in one run of the program under ncu, each read at its position in the window
     runs = json.loads((tmp_path / "inv" / "investigation.json").read_text())["levels"]["2"]["passes"]
     assert len(runs) == 1 and all(k["profiled"]["position"] is not None for k in kernels)
+    # the recording began after 3 steady warm-up steps; steps that held one-time work (imports) are not counted as
+    # warm-up, so the first recorded step is ProfilerStep#3 or later, and the plan counts every step before it
+    trace = json.loads(gzip.decompress((tmp_path / "inv" / "trace.json.gz").read_bytes()))
+    numbers = sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
+                     if str(e.get("name", "")).startswith("ProfilerStep#"))
+    first = numbers[0]
     for k in kernels:  # the launch of the op call with the most to save: one step's, after the warm-up steps
         p = k["plan"]
-        assert p["exact"] and p["steps_before"] == 3 and 3 <= p["step"] <= 12 and p["per_step"] == 1
+        assert p["exact"] and p["steps_before"] == first >= 3 and p["per_step"] == 1
+        assert p["step"] in numbers and k["profiled"]["matches_chosen"]
         assert p["skip"] == 3 + (p["step"] - 3) and p["count"] == 1
         assert k["profiled"]["matches_chosen"] and k["profiled"]["grid"] == p["grid"]

@@ -301,3 +301,20 @@ def test_check_output_of_a_memory_puzzle_renders():
     _render_check(console, r)
     text = console.export_text()
     assert "reserved_mb: slow 20,194 MB, fix 3,842 MB, reduction 5.26×" in text and "PASS" in text
+
+
+def test_an_allocation_inside_perflabs_own_call_hooks_is_the_callers():
+    """Under `perflab profile`/`investigate`, a module call goes through perflab's step hooks: an allocation made
+    inside it names the program's line that called the module, not the hook (a device run had put
+    step_hooks.py:top_level at the top of an out-of-memory program's held memory)."""
+    from perflab.analysis.gpu_memory.memory import site
+    from perflab.analysis.gpu_memory.memory_peak import function_of
+    from perflab.trace.snapshot import Frame
+
+    frames = [Frame("/usr/lib/python3/site-packages/torch/nn/modules/linear.py", 125, "forward"),
+              Frame("/usr/lib/python3/site-packages/torch/nn/modules/module.py", 1750, "_call_impl"),
+              Frame("/repo/src/perflab/toolkit/step_hooks.py", 42, "top_level"),
+              Frame("/repo/src/perflab/toolkit/step_hooks.py", 55, "__call__"),
+              Frame("/tmp/oom.py", 7, "<module>")]
+    assert site(frames) == "oom.py:7 <module>"
+    assert function_of(frames) == "oom.py:<module>"

@@ -14,7 +14,11 @@ from perflab.trace.snapshot import DEFAULT_POOL, Block, Frame, Snapshot
 
 MB = 1024.0 * 1024.0
 TIMELINE_POINTS = 400
-_INTERNAL = ("/torch/", "\\torch\\", "<frozen", "/contextlib.py", "/functools.py", "/threading.py")
+_INTERNAL = ("/torch/", "\\torch\\", "<frozen", "/contextlib.py", "/functools.py", "/threading.py",
+             # perflab's own hooks around a profiled program's module, compiled and graph calls: the allocation is
+             # the caller's
+             "/perflab/toolkit/step_hooks.py", "\\perflab\\toolkit\\step_hooks.py",
+             "/perflab/toolkit/compile_watch.py", "\\perflab\\toolkit\\compile_watch.py")
 
 
 def mb(n: float) -> float:
