@@ -151,3 +151,29 @@ def test_a_layer_loop_over_a_stacked_weight_and_a_three_way_split_are_not_item_l
     assert "items_per_step" not in layers
     split = _finding(_looped(tmp_path, items=3, carve="slice"), "launch-overhead").evidence
     assert "items_per_step" not in split
+
+
+# findings whose range follows from what their evidence means: a wait or host cost removed, copies or collectives
+# overlapped with compute, ops at the GPU's peak, a padded batch filled, a prefill chunked, memory the live tensors
+# need; each range holds the speed-up (or the reserved-memory / ITL p99 ratio) the catalog measured
+RANGED = {"host-sync": "host-sync", "before-after": "host-sync", "pageable-copies": "pageable-memcpy",
+          "copy-compute-overlap": "no-overlap", "input-pipeline": "input-pipeline",
+          "allocator-churn": "allocator-churn", "fp8-weight-only": "dequant-overhead", "below-roof": "below-roof",
+          "exposed-allreduce": "comm-not-overlapped", "nccl-timeline": "comm-not-overlapped",
+          "tp-scaling-knee": "comm-not-overlapped", "continuous-batching": "padded-batch",
+          "chunked-prefill": "prefill-stall", "serving-trace": "prefill-stall", "memory-timeline": "memory-capacity",
+          "cuda-graph-memory": "memory-capacity"}
+
+
+@pytest.mark.parametrize("pid", sorted(RANGED))
+def test_the_range_a_finding_states_holds_its_point_and_the_measured_fix(pid):
+    from perflab.puzzles.calibration import calibrate
+
+    p = next((p for p in load_catalog() if p.id == pid), None)
+    if p is None or not replay.is_recorded(p):
+        pytest.skip(f"{pid} is not recorded here")
+    row = calibrate(p)
+    assert row.finding == RANGED[pid] and row.has_bound(), (row.finding, row.at_least, row.at_most)
+    assert row.within_bound(), (row.at_least, row.at_most, row.measured, row.measured_ci)
+    assert row.at_least is None or row.at_least <= row.predicted * ROUNDING, (row.at_least, row.predicted)
+    assert row.at_most is None or row.predicted <= row.at_most * ROUNDING, (row.predicted, row.at_most)

@@ -9,6 +9,11 @@ follow from the fix the finding recommends (evidence keys of perflab.analysis.wo
   (`speedup_est`) is the step with that kernel's work packed onto every SM (`per_item_packed`).
 - A loop that runs the same ops on each piece of one tensor (launch-overhead's batching fix): the point estimate is
   the step with the looped ops run once over all items at their roof (`per_item_batched`).
+- A host-side cost the fix removes outright (a sync's wait, allocator calls): the step after it is no longer than the
+  longer of the host's timeline without that time and the GPU's without the idle it left (`host_time_removed`).
+- Work the fix runs beside other work (copies or collectives overlapped with compute): at most down to the compute
+  lane, which overlap cannot shorten (`overlap_at_most`).
+- Ops the fix brings to their roof: at most down to their work at the GPU's peak (`peak_sol_us`).
 Kernel findings (Nsight Compute) state their range and point themselves, from the one model of a kernel's time
 (analysis/ncu/kernel_time.py: `kernel_speedup_est`, `kernel_speedup_at_least` / `_at_most`).
 Each helper returns evidence entries to merge into the finding's evidence; nothing when a bound is unknown.
@@ -172,3 +177,106 @@ def fused_one_pass(chain: Any, groups: list[Any]) -> float:
         return chain.fused_bytes
     first, last = groups[chain.calls[0]], groups[chain.calls[-1]]
     return min(chain.fused_bytes, max(first.call_bytes - first.call_out_bytes, 0.0) + last.call_out_bytes)
+
+
+def host_time_removed(ctx: Any, gain_pct: float, host_us_per_step: float) -> dict[str, Any]:
+    """A fix that removes host time outright (a blocking sync's wait, device allocator calls) and adds no work: the
+    host's timeline loses `host_us_per_step`, the GPU's the idle it left (the gain), and the two run decoupled,
+    so the step after it is no longer than the longer of the two: the floor (`speedup_at_least`), never above the
+    gain's own speed-up."""
+    step = step_us(ctx)
+    after = max(step - host_us_per_step, step * (1.0 - gain_pct / 100.0))
+    if step <= 0 or after <= 0 or gain_pct <= 0:
+        return {}
+    return {"speedup_at_least": _r(step / after)}
+
+
+def compute_lane_us(ctx: Any) -> float:
+    """The compute kernels' time per step, overlaps merged (analysis/idle/overlap.py)."""
+    return float(ctx.overlap["compute_us"]) / ctx.n_steps
+
+
+def overlap_at_most(ctx: Any, other_lane_us: float = 0.0) -> dict[str, Any]:
+    """Work run beside the compute (copies, collectives), perfectly overlapped: the step is no shorter than the
+    compute kernels (the overlap hides work behind them, it does not shorten them), than `other_lane_us` (per step:
+    work of another engine that cannot go faster, a collective's transfer), nor than the host's launch calls.
+    The ceiling (`speedup_at_most`) and the step it leaves (`step_ms_at_best`); nothing without compute."""
+    step = step_us(ctx)
+    cpu_launch = float(ctx.launches.get("cpu_launch_us") or 0.0) / ctx.n_steps
+    best = max(compute_lane_us(ctx), other_lane_us, cpu_launch)
+    if best <= 0 or step <= best:
+        return {}
+    return {"speedup_at_most": _r(step / best), "step_ms_at_best": round(best / 1e3, 3)}
+
+
+def peak_roofs(c: Any) -> tuple[float | None, dict[str, float]]:
+    """The fastest each roof can be: the datasheet's peak or the measured figure, whichever is higher (a
+    measured roof is what a benchmark reached; a fix's kernel may reach further, never past the peak)."""
+    peak = getattr(c, "peak", None) or {}
+    dram = max([v for v in (c.dram, peak.get("dram")) if v] or [0.0]) or None
+    compute = {p: max(v, peak.get(p, 0.0)) for p, v in c.compute.items()}
+    return dram, compute
+
+
+def peak_sol_us(g: Any, c: Any, n_steps: int) -> float | None:
+    """One op group's work per step at the GPU's peak (`peak_roofs`): its bytes at the peak DRAM rate or its FLOPs at
+    its path's peak, whichever is longer, never above its time now; None without a DRAM figure."""
+    dram, compute = peak_roofs(c)
+    if not dram:
+        return None
+    flops_roof = None
+    if g.path != "memory":
+        for p in (g.path, *_fallback(g.path)):
+            if p in compute:
+                flops_roof = compute[p]
+                break
+    sol = max(g.bytes / dram, g.flops / flops_roof if flops_roof and g.flops else 0.0) * 1e6
+    return min(sol, g.time_us) / max(n_steps, 1)
+
+
+def _fallback(path: str) -> tuple[str, ...]:
+    from perflab.analysis.work.ceilings import FALLBACK
+
+    return FALLBACK.get(path, ())
+
+
+def ops_at_peak(ctx: Any, ops: list) -> dict[str, Any]:
+    """The ceiling of a fix that brings ops ((op group, its time per step)) to their roof: each at its work at the
+    GPU's peak (`peak_sol_us`: the datasheet's figure where it is above the measured one), `saved_at_most`."""
+    c, n = ctx.ceilings, ctx.n_steps
+    return saved_at_most(ctx, sum(max(0.0, t - (peak_sol_us(g, c, n) or t)) for g, t in ops))
+
+
+def saved_at_most(ctx: Any, saved_us_per_step: float) -> dict[str, Any]:
+    """The ceiling of a fix that takes at most `saved_us_per_step` off the GPU's work: the step is no shorter than the
+    GPU's busy time less that, nor than the host's launch calls. The idle the GPU has today is left out (the host's
+    gaps are other findings', and a profiled host runs slower than an unprofiled one), so the ceiling is the GPU's."""
+    best = max(busy_us(ctx) - saved_us_per_step, float(ctx.launches.get("cpu_launch_us") or 0.0) / ctx.n_steps)
+    step = step_us(ctx)
+    if saved_us_per_step <= 0 or best <= 0 or step <= best:
+        return {}
+    return {"speedup_at_most": _r(step / best), "step_ms_at_best": round(best / 1e3, 3)}
+
+
+def dequant_range(ctx: Any, groups: list, passes: list[int], mms: list[int], widths: dict, today_us: float,
+                  gain_pct: float) -> dict[str, Any]:
+    """Narrow weights widened in separate passes (`passes`: indices of op `groups`) before their matmuls (`mms`;
+    `widths`: narrow bytes per weight element by the weight's element count); `today_us`: the passes' and the
+    matmuls' time. The floor: the passes
+    gone, each matmul no slower than today (it reads fewer bytes for the same FLOPs), never above the point (the
+    gain); the ceiling: the passes gone and each matmul reading its weights at the narrow width at the GPU's peak
+    (`peak_roofs`)."""
+    from perflab.doctor.on_path import critical_saving
+
+    rows = [r for i in passes for r in groups[i].rows]
+    saved = critical_saving(ctx, rows, sum(groups[i].time_us for i in passes))[0] if rows else 0.0
+    out: dict[str, Any] = {"speedup_at_least": _r(min(speedup_of_gain(ctx.share(saved)), speedup_of_gain(gain_pct)))}
+    dram, compute = peak_roofs(ctx.ceilings)
+    if not dram:
+        return out
+    best = 0.0
+    for g, narrow in ((groups[i], widths[groups[i].weight_numel]) for i in mms):
+        flops_roof = compute.get(g.path) or max(compute.values(), default=0.0)
+        moved = g.calls * (g.call_bytes - g.weight_numel * (g.weight_itemsize - narrow))
+        best += max(moved / dram, g.flops / flops_roof if flops_roof else 0.0) * 1e6
+    return {**out, **saved_at_most(ctx, max(today_us - best, 0.0) / ctx.n_steps)}

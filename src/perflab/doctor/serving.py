@@ -65,6 +65,9 @@ def prefill_stall(s: dict[str, Any]) -> Finding | None:
     if steps:
         evidence["prefill_tokens_per_forward_max"] = steps["prefill_tokens_per_forward_max"]
     evidence["gain_basis"] = f"ITL p99 down to ~{target:.3g} ms ({st.STALL_FACTOR:g} x the median gap)"
+    # the range is of the ITL p99, as the gain: no lower than the median gap (a step that only decodes); no floor,
+    # as the chunk each step carries is the schedule's choice (a larger token budget leaves longer steps)
+    evidence["speedup_at_most"] = round(s["itl_p99_ms"] / s["itl_p50_ms"], 2)
     tok = s["prefill_tokens_in_stalled_gap_p50"]
     return Finding(
         id="prefill-stall", severity=severity, gain_pct=round(gain, 1), evidence=evidence,
@@ -85,6 +88,13 @@ def padded_batch(p: dict[str, Any], analytic: dict[str, Any] | None = None) -> F
     evidence = {k: p[k] for k in ("slots", "padded_rows_pct", "padded_while_waiting_pct", "padded_while_waiting_rows",
                                   "decoding_forwards", "forwards", "forwards_saved_if_filled", "occupancy")}
     evidence["mean_live_rows"] = round(p["live_rows"] / p["decoding_forwards"], 3) if p["decoding_forwards"] else 0.0
+    # the range is of the forwards: the floor fills the rows padded while requests waited (a static batch computes
+    # every slot anyway, so a filled forward costs what the padded one did); the ceiling computes the live rows alone,
+    # every decoding forward full, the prefill forwards kept
+    forwards, best = p["forwards"], p["forwards"] - p["decoding_forwards"] + p["live_rows"] / p["slots"]
+    evidence["speedup_at_least"] = round(forwards / (forwards - p["forwards_saved_if_filled"]), 2)
+    if best > 0:
+        evidence["speedup_at_most"] = round(forwards / best, 2)
     if analytic:
         evidence["cost_model"] = {k: analytic[k] for k in ("static_forwards", "continuous_forwards", "ratio")}
     return Finding(

@@ -5,7 +5,9 @@ A gain is the share of the time the fix gives back: a step gain g (0-100 %) is a
 is a 99 % gain either way), the finding states a bound in its evidence instead:
 `speedup_at_least` / `speedup_at_most` (of the step) or `kernel_speedup_at_least` / `kernel_speedup_at_most`
 (of its kernel: the step's bound then follows from the kernel's share of the step, Amdahl's law), and a point
-estimate inside them, `speedup_est` / `kernel_speedup_est`.
+estimate inside them, `speedup_est` / `kernel_speedup_est`. A finding whose gain is a share of something else
+states its bounds in the same unit as its gain: a memory finding's of the reserved memory (slow / fix), a serving
+finding's of what its gain reads (prefill-stall: the ITL p99; padded-batch: the forwards).
 """
 from __future__ import annotations
 

@@ -16,6 +16,11 @@ from perflab.doctor.registry import significant as _finding
 
 @rule
 def allocator_churn(ctx: Context) -> list[Finding]:
+    """Range: the floor has the host's allocator calls and the GPU idle they left gone (the caching allocator serves
+    the same requests from its cache, fix_bounds.host_time_removed); the ceiling, the step no shorter than the GPU's
+    work or the host's launch calls (fix_bounds.wait_removed)."""
+    from perflab.doctor.fix_bounds import host_time_removed, wait_removed
+
     calls = allocator_calls(ctx.trace, ctx.windows)
     if not calls["count"]:
         return []
@@ -47,7 +52,8 @@ def allocator_churn(ctx: Context) -> list[Finding]:
          "allocator_calls_per_step": calls["count"] / steps, "frees_per_step": calls["frees"] / steps,
          "allocs_per_step": calls["allocs"] / steps, "allocator_ms_per_step": calls["host_us"] / steps / 1e3,
          "allocator_time_pct": calls["host_pct"], "allocator_idle_pct": gain, "allocator_calls": calls["names"],
-         **({"warmup_in_window": warmup} if warmup else {})},
+         **({"warmup_in_window": warmup} if warmup else {}),
+         **host_time_removed(ctx, gain, calls["host_us"] / steps), **wait_removed(ctx, gain)},
         fix_first + in_terms(ctx, "allocator-churn",
         "Let the caching allocator keep its memory between steps: take torch.cuda.empty_cache() (and gc.collect() "
         "that frees CUDA tensors) out of the loop; allocate buffers once and reuse them (preallocated outputs, out=); "

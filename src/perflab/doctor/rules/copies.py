@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from perflab.doctor.context import Context
 from perflab.doctor.finding import EventRef, Finding
-from perflab.doctor.fix_bounds import copy_removed
+from perflab.doctor.fix_bounds import copy_removed, overlap_at_most
 from perflab.doctor.registry import LOW, rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
@@ -54,6 +54,10 @@ def _copy_events(ctx: Context, directions: tuple[str, ...], pageable_only: bool 
 
 @rule
 def pageable_memcpy(ctx: Context) -> list[Finding]:
+    """Range: the floor has the GPU idle while the host staged the copies gone (a pinned copy needs no staging and
+    its DMA is no slower than the staged one); the ceiling, the copies hidden behind the compute
+    (fix_bounds.overlap_at_most). A pinned copy still moves its bytes over the host link, but the datasheets hold
+    no host link rate to price that lane, so the ceiling leaves it out (looser, never broken)."""
     pageable = [d for d in ("h2d", "d2h", "d2d", "other") if ctx.copies.get(d, {}).get("pageable_count")]
     if not pageable:
         return []
@@ -70,7 +74,7 @@ def pageable_memcpy(ctx: Context) -> list[Finding]:
         {**_idle_evidence(ctx), "pageable_copies_per_step": count / ctx.n_steps,
          "pageable_mb_per_step": mb / ctx.n_steps, "pageable_gbps": mb / 1e3 / seconds if seconds else 0.0,
          "pageable_time_pct": ctx.share(seconds * 1e6), "copy_idle_pct": ctx.share(ctx.gaps.copy_idle.get("pageable", 0.0)),
-         "directions": pageable},
+         "directions": pageable, **_staging_floor(ctx), **overlap_at_most(ctx)},
         fix_for(ctx, "pageable-memcpy",
             "Allocate host buffers in pinned memory (tensor.pin_memory(), DataLoader(pin_memory=True)) once and "
             "reuse them, then copy with .to(device, non_blocking=True) so copies run asynchronously and overlap "
@@ -79,8 +83,18 @@ def pageable_memcpy(ctx: Context) -> list[Finding]:
     )
 
 
+def _staging_floor(ctx: Context) -> dict:
+    from perflab.analysis.work.estimate import speedup_of_gain
+
+    return {"speedup_at_least": round(speedup_of_gain(ctx.share(ctx.gaps.copy_idle.get("pageable", 0.0))), 2)}
+
+
 @rule
 def no_overlap(ctx: Context) -> list[Finding]:
+    """Range: the floor is the copy time proven hideable (copies beside compute that neither feeds nor uses them),
+    hidden; the ceiling, every copy hidden behind the compute (fix_bounds.overlap_at_most: the compute lane is what
+    remains; the copies' own lane is left out, their rate could rise to the host link's peak, which the datasheets
+    do not hold)."""
     copy = ctx.overlap["copy"]
     host_copies = sum(ctx.copies[d]["total_us"] for d in ("h2d", "d2h"))
     if host_copies <= 0 or copy["overlap_pct"] >= _OVERLAP_POOR_PCT or ctx.overlap["compute_us"] <= 0:
@@ -114,6 +128,10 @@ def no_overlap(ctx: Context) -> list[Finding]:
         summary += f"; ~{dependent:.0f}% is copies that feed the kernel after them or read back the one before: no overlap hides that"
     if gain <= 0:
         return []   # nothing proven hideable: the copy rules (h2d-copy / d2h-copy) keep that time
+    from perflab.analysis.work.estimate import speedup_of_gain
+
+    evidence.update({"speedup_at_least": round(speedup_of_gain(ctx.share(_hideable_copy_us(ctx))), 2),
+                     **overlap_at_most(ctx)})
     return _finding(
         "no-overlap", gain, summary + ".", evidence,
         fix_for(ctx, "no-overlap",

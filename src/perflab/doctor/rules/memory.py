@@ -1,6 +1,8 @@
 """Rules over a memory snapshot. `memory-capacity`: CUDA graph private pools, reserved ≫ allocated, duplicated
 buffers, temporaries held together, out of memory; their gains are shares of the reserved memory a fix would give
-back. `allocator-churn`: device memory given back to the driver and taken again inside the recorded history; its
+back, their ceilings (`speedup_at_most`, a ratio of reserved memory as the gain) the reserved memory over the least
+the live tensors need. No floor: what the allocator reserves after the fix also depends on its block rounding and
+on fragmentation, which a snapshot of the slow program cannot show. `allocator-churn`: device memory given back to the driver and taken again inside the recorded history; its
 gain is the share of the recorded window the driver calls take (analysis/gpu_memory/segment_churn.py).
 
 Each rule is `rule(ctx) -> list[Finding]` with ctx a `MemoryContext` (perflab.doctor.memory).
@@ -21,6 +23,13 @@ MIN_HELD_ALLOCS = 8
 MIN_CYCLED_SEGMENTS = 8   # segments given back and taken again: fewer is a one-off (a graph capture's empty_cache)
 
 
+def _at_most(reserved_mb: float, live_mb: float) -> dict:
+    """The ceiling on the reserved memory's ratio, slow / fix: the fix still reserves what the live tensors need
+    (allocated at the snapshot; the default pool's peak; what stays allocated after temporaries held together go,
+    alive beside the last of them)."""
+    return {"speedup_at_most": round(reserved_mb / live_mb, 2)} if live_mb > 0 and reserved_mb > live_mb else {}
+
+
 @rule(source="memory")
 def graph_private_pools(ctx) -> list[Finding]:
     pp = ctx.device["private_pools"]
@@ -36,7 +45,7 @@ def graph_private_pools(ctx) -> list[Finding]:
         {"private_pools": pp["count"], "private_reserved_mb": pp["reserved_mb"], "mean_pool_mb": pp["mean_mb"],
          "largest_pool_mb": pp["max_mb"], "private_allocated_mb": pp["allocated_mb"],
          "reserved_mb": reserved, "allocated_mb": ctx.totals["allocated_mb"],
-         "shared_pool_saving_mb": pp["shared_pool_saving_mb"]},
+         "shared_pool_saving_mb": pp["shared_pool_saving_mb"], **_at_most(reserved, ctx.totals["allocated_mb"])},
         "Capture all graphs into one pool (torch.cuda.graph(g, pool=torch.cuda.graph_pool_handle()) shared by "
         "every capture, or pool=first_graph.pool()), capture largest batch size first, and capture a few "
         "padded sizes (1, 2, 4, 8, ...) instead of every size; torch.compile: mark dynamic shapes.",
@@ -65,7 +74,7 @@ def reserved_over_allocated(ctx) -> list[Finding]:
          "reserved_over_baseline": round(ratio, 3) if peak else None, "allocated_mb": base["allocated_mb"],
          "resident_before_history_mb": base["start_allocated_mb"], "fragmentation": t["fragmentation"],
          "largest_free_mb": t["largest_free_mb"], "peak_reserved_mb": ctx.timeline["peak_reserved_mb"],
-         "peak_site": ctx.timeline["peak_site"] or ""},
+         "peak_site": ctx.timeline["peak_site"] or "", **_at_most(t["reserved_mb"], peak)},
         "Find what reserved more than the peak needs: blocks of many sizes that fit no cached block (fragmentation: "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), a peak before the recorded history, allocations on "
         "several streams; avoid materializing large temporaries (a dequantized copy of every weight) and free "
@@ -94,7 +103,7 @@ def held_until_released_together(ctx) -> list[Finding]:
         "their last use.",
         {"held_mb": held["mb"], "blocks": held["blocks"], "allocations": held["allocated_at_events"],
          "resident_after_mb": resident, "largest_block_mb": held["largest_block_mb"],
-         "peak_reserved_mb": reserved, "sites": [s["site"] for s in held["sites"]]},
+         "peak_reserved_mb": reserved, "sites": [s["site"] for s in held["sites"]], **_at_most(reserved, resident)},
         "Free each temporary after its last use: run inference under torch.inference_mode() or torch.no_grad() (no "
         "autograd graph keeps activations alive), drop references to intermediate results (no lists of them), "
         "or process in chunks; the peak then holds one layer's temporaries, not all of them.",

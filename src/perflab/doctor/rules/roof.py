@@ -7,9 +7,10 @@ explains them, in this order (an op explained once is not counted again):
 - `unfused-elementwise`: back-to-back memory-bound ops over one tensor (attention written out by hand included);
 - `no-tensor-cores`: matmuls and convolutions on the FP32 SIMT path;
 - `small-grid`: ops far below their roof whose kernels launch fewer blocks than the GPU has SMs;
-- `below-roof`: the rest that run far below the roof, which the trace alone cannot explain (Nsight Compute can).
-Gains come from the speed-of-light gap: today's time minus the time of the better version at ATTAINABLE of
-its roof, as a share of the step.
+- `below-roof`: the rest far below the roof, which the trace alone cannot explain (Nsight Compute can).
+Gains come from the speed-of-light gap: today's time minus the time of the better version at ATTAINABLE of its roof,
+as a share of the step; below-roof's ceiling has its ops at the GPU's peak (fix_bounds.ops_at_peak), and it states
+no floor: the trace cannot say what holds the ops back, so not how much of the gap a fix closes.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from perflab.doctor.tensor_core_fix import tensor_core_fix
 from perflab.doctor.context import Context
 from perflab.analysis.work.estimate import speedup_of_gain
 from perflab.doctor.finding import Finding
-from perflab.doctor.fix_bounds import fused_one_pass
+from perflab.doctor.fix_bounds import dequant_range, fused_one_pass, ops_at_peak
 from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
@@ -69,10 +70,6 @@ def covers(ctx: Context) -> bool:
     return ready(ctx) and ctx.op_work.modelled_us >= 0.5 * ctx.op_work.kernel_us
 
 
-def _per_step(ctx: Context, us: float) -> float:
-    return us / ctx.n_steps
-
-
 def _sol_us(ctx: Context, flops: float, nbytes: float, path: str) -> float:
     c = ctx.ceilings
     roof, _ = c.flops_roof(path) if path != "memory" else (None, path)
@@ -80,7 +77,7 @@ def _sol_us(ctx: Context, flops: float, nbytes: float, path: str) -> float:
 
 
 def _op_line(ctx: Context, g, sol: dict | None = None) -> dict:
-    t = _per_step(ctx, g.time_us)
+    t = g.time_us / ctx.n_steps
     row = {"op": g.name, "dims": g.dims[:120], "kernel": g.kernel[:100], "calls_per_step": g.calls / ctx.n_steps,
            "time_us_per_step": round(t, 2)}
     if sol is not None:
@@ -113,8 +110,7 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
         (g.family == "elementwise" and g.largest_numel in widths) or (g.family == "cast" and g.weight_numel in widths))]
     ops = casts + scales + mms
     today = sum(groups[i].time_us for i in ops)
-    fused = 0.0
-    moved = weights = 0.0
+    fused = moved = weights = 0.0
     for i in mms:
         g = groups[i]
         narrow = widths[g.weight_numel]
@@ -126,19 +122,19 @@ def dequant(ctx: Context, used: set[int]) -> list[Finding]:
     gap, on_path = critical_saving(ctx, _kernel_rows(ctx, ops), max(today - fused / ATTAINABLE, 0.0))
     used.update(ops)
     narrow_width = min(widths.values())
-    step_ms = ctx.step_ms
     return _finding(
         "dequant-overhead", ctx.share(max(gap, 0.0)),
         f"Every step {weights / ctx.n_steps / 1e6:,.0f} M weight elements stored at {narrow_width:g} byte(s) are widened "
         f"in separate passes before their matmuls: those ops move {moved / weights:.1f} bytes per weight element where "
         f"a matmul that reads the narrow weights moves {narrow_width:g}. They take {today / ctx.n_steps / 1e3:.2f} ms of "
-        f"the {step_ms:.2f} ms step; fused, their speed of light is {fused / ctx.n_steps / 1e3:.3f} ms.",
+        f"the {ctx.step_ms:.2f} ms step; fused, their speed of light is {fused / ctx.n_steps / 1e3:.3f} ms.",
         {"dequant_ops_per_step": sum(groups[i].calls for i in casts + scales) / ctx.n_steps,
          "matmuls_per_step": sum(groups[i].calls for i in mms) / ctx.n_steps,
          "bytes_per_weight_element_today": round(moved / weights, 2), "bytes_per_weight_element_fused": narrow_width,
          "time_ms_per_step": today / ctx.n_steps / 1e3, "fused_sol_ms_per_step": fused / ctx.n_steps / 1e3,
          "dequant_time_pct": ctx.share(sum(groups[i].time_us for i in casts + scales)),
-         "ops": [_op_line(ctx, groups[i]) for i in (casts + scales + mms)[:6]], "ceilings": ctx.ceilings.source, **on_path},
+         "ops": [_op_line(ctx, groups[i]) for i in (casts + scales + mms)[:6]], "ceilings": ctx.ceilings.source, **on_path,
+         **dequant_range(ctx, groups, casts + scales, mms, widths, today, ctx.share(max(gap, 0.0)))},
         "Never materialize the wide weights: a matmul that loads the narrow weights and dequantizes in registers "
         "(torchao's int8/int4/fp8 weight-only configs with torch.compile, gemlite, Marlin/Machete, a Triton GEMV), "
         "or keep the weights in the compute dtype if memory allows.",
@@ -337,8 +333,9 @@ def below_roof(ctx: Context, used: set[int]) -> list[Finding]:
         if basis:
             summary += f" Roof: {basis}."
         out += _finding(fid, ctx.share(saved), summary,
-                        {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms,
-                         "ops": lines, "ncu_command": cmd, "ceilings": ctx.ceilings.source, "roof_basis": basis, **on_path},
+                        {"ops_far_below_roof": len(items), "gap_ms_per_step": gap / 1e3, "sms": sms, "ops": lines,
+                         "ncu_command": cmd, "ceilings": ctx.ceilings.source, "roof_basis": basis, **on_path,
+                         **ops_at_peak(ctx, [(groups[i], s_["time_us"]) for _, i, s_ in items])},
                         fix, [ctx.event(groups[i].first_kernel_row) for _, i, _ in items[:5]])
         used.update(i for _, i, _ in items)
     return out

@@ -14,7 +14,7 @@ import numpy as np
 from perflab.doctor.context import Context
 from perflab.doctor.rules.cuda_fixes import fix as fix_for
 from perflab.doctor.finding import Finding
-from perflab.doctor.fix_bounds import per_item_batched, per_item_packed, wait_removed
+from perflab.doctor.fix_bounds import host_time_removed, per_item_batched, per_item_packed, step_us, wait_removed
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
 from perflab.doctor.rules.evidence import idle_evidence as _idle_evidence
@@ -35,6 +35,11 @@ def _rate(count: float, steps: int) -> str:
 
 @rule
 def host_sync(ctx: Context) -> list[Finding]:
+    """The floor: the host no longer blocks in the syncs (their wait leaves its timeline) and the GPU no longer idles
+    after them (the gain), fix_bounds.host_time_removed. No ceiling: a read kept on the device can take with it the
+    GPU work that only computed the value read (a check per layer made once per step), and without tensor
+    identities the trace cannot tell that work from the step's own, so neither the GPU's busy time nor its launch
+    calls bound what remains."""
     gain = ctx.gaps.pct("sync")
     sync = ctx.gaps.sync
     if not sync.get("draining_syncs"):
@@ -48,7 +53,7 @@ def host_sync(ctx: Context) -> list[Finding]:
         f"queue drains and the GPU waits for the host to restart it: ~{gain:.0f}% of step time.",
         {**_idle_evidence(ctx), "syncs_per_step": ctx.syncs["per_step"], "sync_wait_pct": ctx.syncs["wait_pct"],
          "draining_syncs": sync["draining_syncs"], "gpu_idle_after_syncs_pct": ctx.share(sync["bubble_us"]),
-         "sync_names": names},
+         "sync_names": names, **host_time_removed(ctx, gain, ctx.syncs["wait_pct"] / 100.0 * step_us(ctx))},
         fix_for(ctx, "host-sync",
             "Keep values on the GPU instead of reading them on the host (.item(), .cpu(), .tolist(), printing, "
             "Python `if` on a GPU tensor); batch the reads (one .cpu() per N steps) or move them after the loop; "
@@ -168,11 +173,15 @@ def _runs_once(ctx: Context, name: str) -> bool:
 
 @rule
 def input_pipeline(ctx: Context) -> list[Finding]:
+    """The ceiling: with the batches ready, the step is no shorter than the GPU's work or the host's launch calls
+    (fix_bounds.wait_removed). No floor: parallel loading moves the loader's work to workers, and how fast they
+    produce batches (the host's cores, the transforms) is not in the trace of the process that waits for them."""
     gain = ctx.gaps.pct("input")
     return _finding(
         "input-pipeline", gain,
         f"The GPU waits for the DataLoader ~{gain:.0f}% of step time.",
-        {**_idle_evidence(ctx), "dataloader_idle_pct": gain, "dataloader_gaps": ctx.gaps.gap_count["input"]},
+        {**_idle_evidence(ctx), "dataloader_idle_pct": gain, "dataloader_gaps": ctx.gaps.gap_count["input"],
+         **wait_removed(ctx, gain)},
         "Load data in parallel and ahead of time: DataLoader(num_workers>0, pin_memory=True, "
         "persistent_workers=True, prefetch_factor), lighter per-sample transforms, or preprocessed data.",
         ctx.gaps.examples.get("input", []),

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from perflab.analysis.work.estimate import speedup_of_gain
 from perflab.analysis.work.kernels import is_simt_gemm, window_gpu_rows
 from perflab.doctor.context import Context
 from perflab.doctor.finding import Finding
+from perflab.doctor.fix_bounds import saved_at_most
 from perflab.doctor.on_path import critical_saving
 from perflab.doctor.registry import rule
 from perflab.doctor.registry import significant as _finding
@@ -21,6 +23,10 @@ from perflab.trace.model import KERNEL
 # Tensor cores run FP32-input GEMMs (TF32/BF16) several times faster than the SIMT path; assume
 # the SIMT kernels' time shrinks by at least this fraction.
 TENSOR_CORE_SAVING = 0.75
+
+
+def _gemm_us(ctx: Context) -> float:
+    return sum(ctx.kernels["by_type"].get(k, {}).get("total_us", 0.0) for k in ("gemm", "conv"))
 
 
 @rule
@@ -35,7 +41,7 @@ def no_tensor_cores(ctx: Context) -> list[Finding]:
     if simt.size == 0 or fix is None:
         return []
     simt_us = float(t.dur[simt].sum())
-    gemm_us = sum(ctx.kernels["by_type"].get(k, {}).get("total_us", 0.0) for k in ("gemm", "conv"))
+    gemm_us = _gemm_us(ctx)
     saved, on_path = critical_saving(ctx, simt, TENSOR_CORE_SAVING * simt_us)
     gain = ctx.share(saved)
     per_name = np.bincount(t.name[simt], weights=t.dur[simt])
@@ -75,6 +81,10 @@ def unfused_elementwise(ctx: Context) -> list[Finding]:
 
 @rule
 def dequant_overhead(ctx: Context) -> list[Finding]:
+    """Range: the floor is the gain, the dequantize kernels gone with each GEMM no slower (it reads fewer bytes for
+    the same FLOPs); the ceiling, the step no shorter than the compute kernels that are neither a dequantize pass nor
+    a GEMM (fix_bounds.saved_at_most: without shapes, the GEMMs' time at the narrow width is unknown, so all of it
+    may go)."""
     if covers(ctx):
         return []
     deq = ctx.dequant
@@ -87,7 +97,9 @@ def dequant_overhead(ctx: Context) -> list[Finding]:
         f"{deq['pairs'] / ctx.n_steps:.0f} separate dequantize/convert kernels per step run right before a GEMM "
         f"({ctx.share(deq['time_us']):.0f}% of step time): the weights are widened in memory before every matmul.",
         {"dequant_kernels_per_step": deq["pairs"] / ctx.n_steps, "gemms_per_step": deq["gemms"] / ctx.n_steps,
-         "dequant_time_pct": ctx.share(deq["time_us"]), "dequant_kernels": deq["names"], **on_path},
+         "dequant_time_pct": ctx.share(deq["time_us"]), "dequant_kernels": deq["names"], **on_path,
+         "speedup_at_least": round(speedup_of_gain(gain), 2),
+         **saved_at_most(ctx, (deq["time_us"] + _gemm_us(ctx)) / ctx.n_steps)},
         "Use a fused low-bit GEMM that dequantizes in registers (torchao int8/int4 weight-only kernels with "
         "torch.compile, gemlite, Marlin/Machete), or keep the weights in the compute dtype if memory allows.",
         [ctx.event(r) for r in deq["rows"][:5].tolist()],
