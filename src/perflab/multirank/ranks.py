@@ -119,6 +119,11 @@ class SummaryContext(Context):
         return self.trace.summary["busy"]
 
     @cached_property
+    def launches(self) -> dict:
+        """The host's launch calls per window; a summary written before it was kept has none (0: no bound)."""
+        return self.trace.summary.get("launches") or {"cpu_launch_us": 0.0}
+
+    @cached_property
     def summary(self) -> dict:
         return {"step_time_ms": self.step_ms}
 

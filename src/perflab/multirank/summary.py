@@ -127,6 +127,8 @@ def _gpu_numbers(ctx) -> dict:
     return {
         "busy": ctx.busy, "idle": ctx.gaps.to_dict(), "gpu_busy_pct": ctx.gpu_busy_pct,
         "collectives": encode_collectives(colls, inside, gaps),
+        # the host's launch calls bound how far a fix can shorten a step (doctor/fix_bounds.overlap_at_most)
+        "launches": {"cpu_launch_us": float(ctx.launches.get("cpu_launch_us") or 0.0)},
     }
 
 
