@@ -58,10 +58,8 @@ def _pieces(trace: Trace, rows: np.ndarray) -> dict[tuple, set[tuple[int, int]]]
     names = trace.name_table_mask(lambda n: n in _VIEWS)
     rows = rows[names[trace.name[rows]] & (trace.shape[rows] >= 0) & (trace.concrete[rows] >= 0)]
     out: dict[tuple, set[tuple[int, int]]] = {}
-    seen: dict[tuple[int, int, int], None] = {}
-    for r in rows.tolist():
-        seen[(int(trace.name[r]), int(trace.shape[r]), int(trace.concrete[r]))] = None
-    for name_id, sid, cid in seen:
+    calls = np.stack([trace.name[rows], trace.shape[rows], trace.concrete[rows]], axis=1).astype(np.int64)
+    for name_id, sid, cid in (np.unique(calls, axis=0).tolist() if rows.size else []):
         name = trace.names[name_id]
         args = decode(trace.shapes[sid], "", trace.concretes[cid])
         parent = args.tensor(0) if args is not None else None
