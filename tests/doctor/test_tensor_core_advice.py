@@ -47,3 +47,25 @@ def test_the_advice_follows_the_compute_capability(tmp_path):
     ampere = _tensor_findings(diagnose(_fp32_gemms_on(tmp_path, "NVIDIA A100-SXM4-80GB", 8)))
     assert ampere and "allow_tf32 = True" in ampere[0].fix
     json.dumps([f.to_dict() for f in volta])  # plain data
+
+
+def _fp32_products(tmp_path: Path, m: int, kernel: str, kernel_us: float) -> Path:
+    """A GPU-bound step of fp32 products [m, 4096] x [4096, 4096] with their shapes recorded."""
+    b = synthetic.TraceBuilder()
+    for n in range(4):
+        with b.step(n):
+            for _ in range(20):
+                b.op("aten::addmm", [(kernel, kernel_us, [512, 1, 1], [128, 1, 1])], cpu_us=8.0,
+                     dims=[[4096], [m, 4096], [4096, 4096], [], []], dtypes=["float", "float", "float", "Scalar", "Scalar"])
+    b.synchronize()
+    return b.write(tmp_path / f"m{m}.json")
+
+
+def test_tensor_cores_are_advised_for_fp32_matrix_math_not_for_a_matrix_vector_product(tmp_path):
+    # [2048, 4096] x [4096, 4096]: 68.7 GFLOP on the FMA pipes, paced by them; tensor cores speed it up
+    gemm = _tensor_findings(diagnose(_fp32_products(tmp_path, 2048, "ampere_sgemm_128x64_tn", 1400.0)))
+    assert gemm and gemm[0].severity == "high"
+    # [1, 4096] x [4096, 4096]: 64 MiB of weights for 34 MFLOP, paced by DRAM whatever pipe does the math
+    gemv = diagnose(_fp32_products(tmp_path, 1, "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, "
+                                                "4, 4, false, false>", 40.0))
+    assert not _tensor_findings(gemv), [(f.id, f.summary) for f in gemv.findings]

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from perflab.analysis.work.tensor_paths import tensor_paths
-from perflab.doctor.tensor_core_fix import tensor_core_fix
-from perflab.doctor.context import Context
 from perflab.analysis.work.estimate import speedup_of_gain
+from perflab.analysis.work.tensor_paths import tensor_paths
+from perflab.doctor.context import Context
+from perflab.doctor.tensor_core_fix import tensor_core_fix
 from perflab.doctor.finding import Finding
 from perflab.doctor.fix_bounds import dequant_range, fused_one_pass, ops_at_peak
 from perflab.doctor.on_path import critical_saving
-from perflab.doctor.registry import rule
-from perflab.doctor.registry import significant as _finding
+from perflab.doctor.registry import rule, significant as _finding
 from perflab.trace.model import KERNEL
 
 ATTAINABLE = 0.8        # a well-written kernel reaches about this share of its roof
@@ -92,6 +91,12 @@ def _sol_by_group(ctx: Context) -> dict[int, dict]:
     """Speed-of-light rows per op group index (the sol analysis lists them sorted by gap, with op and dims)."""
     by_key = {(r["op"], r["dims"], r["dtypes"], r["path"]): r for r in ctx.sol["ops"]}
     return {i: by_key.get((g.name, g.dims, g.dtypes, g.path)) for i, g in enumerate(ctx.op_work.groups)}
+
+
+def _math_bound(ctx: Context, g) -> bool:
+    """Its FLOPs on its own path outlast its bytes at the roofs: tensor cores can speed it up (not a GEMV's bytes)."""
+    roof, dram = ctx.ceilings.flops_roof(g.path)[0], ctx.ceilings.dram
+    return not (roof and dram) or g.flops / roof >= g.bytes / dram
 
 
 def _kernel_rows(ctx: Context, idx) -> list[int]:
@@ -195,7 +200,7 @@ def no_tensor_cores(ctx: Context, used: set[int]) -> list[Finding]:
     # matrix work: matmuls, convolutions and attention (two matmuls) in fp32 run on the SIMT units, whatever
     # roof their own path has: the roof they are judged against is the tensor cores'
     simt = [i for i, g in enumerate(groups) if i not in used and g.family in ("matmul", "conv", "attention")
-            and g.path == "fp32"]
+            and g.path == "fp32" and _math_bound(ctx, g)]
     if not simt:
         return []
     paths = tensor_paths(ctx.trace)  # what the GPU in the trace has (a V100: fp16 only)
