@@ -81,7 +81,7 @@ def per_item_packed(ctx: Any, gain_pct: float) -> dict[str, Any]:
     The point (`speedup_est`) is the step over that, never under the wait's own gain (the floor); nothing where
     the loop is not there or the trace holds no grid or SM count."""
     from perflab.analysis.idle.concurrency import sm_count
-    from perflab.analysis.steps.links import launch_of
+    from perflab.analysis.steps.links import launch_calls_us
     from perflab.trace.model import KERNEL
 
     t = ctx.trace
@@ -98,9 +98,7 @@ def per_item_packed(ctx: Any, gain_pct: float) -> dict[str, Any]:
         return {}
     packed = float((t.dur[rows[mine]] * np.minimum(1.0, grid / sms)).sum())
     others = rows[~mine]
-    links = launch_of(t)[others]
-    host = float(t.dur[np.unique(links[links >= 0])].sum())
-    after = max(packed + float(t.dur[others].sum()), host) / ctx.n_steps
+    after = max(packed + float(t.dur[others].sum()), launch_calls_us(t, others)) / ctx.n_steps
     step = step_us(ctx)
     if after <= 0 or step <= after:
         return {}
@@ -116,7 +114,7 @@ def per_item_batched(ctx: Any, gain_pct: float) -> dict[str, Any]:
     the others' kernels. The point (`speedup_est`) is the step over that, never under the wait's own gain; the
     ceiling (`speedup_at_most`) has every op at its roof. Nothing where the trace shows no such loop, or the
     ceilings or the shapes to price it are missing."""
-    from perflab.analysis.steps.links import launch_of
+    from perflab.analysis.steps.links import launch_calls_us
     from perflab.analysis.work.item_loops import batched_us, item_loop
     from perflab.analysis.work.speed_of_light import AT_ROOF_PCT, op_sol
     from perflab.trace.model import HOST_KINDS
@@ -136,9 +134,7 @@ def per_item_batched(ctx: Any, gain_pct: float) -> dict[str, Any]:
     others = [g for i, g in enumerate(work.groups) if i not in looped]
     kept = sum(g.time_us for g in others) / n + work.unmodelled_us / n
     at_roof = sum((op_sol(g, c).get("sol_us") or g.time_us) for g in others) / n + work.unmodelled_us / n
-    rows = np.asarray([r for g in others for r in g.rows], dtype=np.int64)
-    links = launch_of(t)[rows] if rows.size else rows
-    launches = float(t.dur[np.unique(links[links >= 0])].sum()) / n if rows.size else 0.0
+    launches = launch_calls_us(t, np.asarray([r for g in others for r in g.rows], dtype=np.int64)) / n
     # the point: the batched ops as fast as an op the doctor counts as at its speed of light (AT_ROOF_PCT of the
     # roof); the ceiling: every op at its roof
     after = max(sum(batched) * 100.0 / AT_ROOF_PCT + kept, launches)
@@ -209,35 +205,25 @@ def overlap_at_most(ctx: Any, other_lane_us: float = 0.0) -> dict[str, Any]:
     return {"speedup_at_most": _r(step / best), "step_ms_at_best": round(best / 1e3, 3)}
 
 
-def peak_roofs(c: Any) -> tuple[float | None, dict[str, float]]:
-    """The fastest each roof can be: the datasheet's peak or the measured figure, whichever is higher (a
-    measured roof is what a benchmark reached; a fix's kernel may reach further, never past the peak)."""
+def peak_roofs(c: Any) -> Any:
+    """The ceilings at the fastest each roof can be: the datasheet's peak or the measured figure, whichever is higher
+    (a measured roof is what a benchmark reached; a fix's kernel may reach further, never past the peak)."""
+    from dataclasses import replace
+
     peak = getattr(c, "peak", None) or {}
-    dram = max([v for v in (c.dram, peak.get("dram")) if v] or [0.0]) or None
-    compute = {p: max(v, peak.get(p, 0.0)) for p, v in c.compute.items()}
-    return dram, compute
+    return replace(c, dram=max([v for v in (c.dram, peak.get("dram")) if v] or [0.0]) or None,
+                   compute={p: max(v, peak.get(p, 0.0)) for p, v in c.compute.items()})
 
 
 def peak_sol_us(g: Any, c: Any, n_steps: int) -> float | None:
     """One op group's work per step at the GPU's peak (`peak_roofs`): its bytes at the peak DRAM rate or its FLOPs at
     its path's peak, whichever is longer, never above its time now; None without a DRAM figure."""
-    dram, compute = peak_roofs(c)
-    if not dram:
+    pc = peak_roofs(c)
+    if not pc.dram:
         return None
-    flops_roof = None
-    if g.path != "memory":
-        for p in (g.path, *_fallback(g.path)):
-            if p in compute:
-                flops_roof = compute[p]
-                break
-    sol = max(g.bytes / dram, g.flops / flops_roof if flops_roof and g.flops else 0.0) * 1e6
+    flops_roof = pc.flops_roof(g.path)[0] if g.path != "memory" else None
+    sol = max(g.bytes / pc.dram, g.flops / flops_roof if flops_roof and g.flops else 0.0) * 1e6
     return min(sol, g.time_us) / max(n_steps, 1)
-
-
-def _fallback(path: str) -> tuple[str, ...]:
-    from perflab.analysis.work.ceilings import FALLBACK
-
-    return FALLBACK.get(path, ())
 
 
 def ops_at_peak(ctx: Any, ops: list) -> dict[str, Any]:
@@ -271,7 +257,8 @@ def dequant_range(ctx: Any, groups: list, passes: list[int], mms: list[int], wid
     rows = [r for i in passes for r in groups[i].rows]
     saved = critical_saving(ctx, rows, sum(groups[i].time_us for i in passes))[0] if rows else 0.0
     out: dict[str, Any] = {"speedup_at_least": _r(min(speedup_of_gain(ctx.share(saved)), speedup_of_gain(gain_pct)))}
-    dram, compute = peak_roofs(ctx.ceilings)
+    pc = peak_roofs(ctx.ceilings)
+    dram, compute = pc.dram, pc.compute
     if not dram:
         return out
     best = 0.0

@@ -43,3 +43,10 @@ def launch_rows(trace: Trace) -> np.ndarray:
         links = launch_of(trace)
         return distinct(links[links >= 0])
     return trace.cached("launch_rows", compute)
+
+
+def launch_calls_us(trace: Trace, rows: np.ndarray) -> float:
+    """The host's time in the runtime calls that launched these GPU rows, each call once (a graph launch runs many
+    kernels)."""
+    links = launch_of(trace)[rows]
+    return float(trace.dur[distinct(links[links >= 0])].sum())

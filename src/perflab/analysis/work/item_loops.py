@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perflab.analysis.work.ceilings import DeviceCeilings
-from perflab.analysis.work.op_args import decode
+from perflab.analysis.work.op_args import OpArgs, decode
 from perflab.analysis.work.op_work import OpGroup, OpWork
 from perflab.trace.model import CPU_OP, Trace
 
@@ -45,9 +45,10 @@ class ItemLoop:
                 "looped_ops": sorted({work.groups[i].name for i in self.looped})}
 
 
-def _int(text: str) -> int | None:
+def _int(args: OpArgs, i: int) -> int | None:
+    """Argument i as a plain int from the Concrete Inputs; None where absent or anything else."""
     try:
-        v = json.loads(text)
+        v = json.loads(args.scalar(i) or "")
     except ValueError:
         return None
     return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -65,17 +66,16 @@ def _pieces(trace: Trace, rows: np.ndarray) -> dict[tuple, set[tuple[int, int]]]
         parent = args.tensor(0) if args is not None else None
         if parent is None or not parent.sizes:
             continue
-        dim, start = _int(args.concrete[1] if len(args.concrete) > 1 else ""), _int(
-            args.concrete[2] if len(args.concrete) > 2 else "")
+        dim, start = _int(args, 1), _int(args, 2)
         if dim is None or start is None or not -len(parent.sizes) <= dim < len(parent.sizes):
             continue
         dim %= len(parent.sizes)
         if name == "aten::select":
             length = 0                                   # the dimension goes
         elif name == "aten::narrow":
-            length = _int(args.concrete[3] if len(args.concrete) > 3 else "") or 0
+            length = _int(args, 3) or 0
         else:
-            end = _int(args.concrete[3] if len(args.concrete) > 3 else "")
+            end = _int(args, 3)
             length = (min(end, parent.sizes[dim]) - start) if end is not None else 0
         if name != "aten::select" and length <= 0:
             continue

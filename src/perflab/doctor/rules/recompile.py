@@ -48,7 +48,7 @@ def compiled_code_step_us(ctx: Context) -> float:
     the host's launch calls for them, whichever is longer. 0 where the trace holds none."""
     from perflab.analysis.idle.intervals import containing, merge
     from perflab.analysis.steps.compile_work import compile_work_rows
-    from perflab.analysis.steps.links import launch_of
+    from perflab.analysis.steps.links import launch_calls_us, launch_of
 
     t = ctx.trace
     rows = ctx.window_gpu
@@ -58,9 +58,7 @@ def compiled_code_step_us(ctx: Context) -> float:
     at = np.where(links >= 0, t.ts[np.maximum(links, 0)], t.ts[rows])
     steady = containing(starts, ends, at) < 0
     gpu = float(t.dur[rows[steady]].sum())
-    calls = links[steady]
-    host = float(t.dur[np.unique(calls[calls >= 0])].sum())
-    return max(gpu, host) / ctx.n_steps
+    return max(gpu, launch_calls_us(t, rows[steady])) / ctx.n_steps
 
 
 @rule
