@@ -65,12 +65,32 @@ def test_nccl_kernels_with_nothing_beside_them_are_exposed_communication(tmp_pat
 
     monkeypatch.setattr(comm_args, "read_comm_records", no_json_reread)
     b = ExportBuilder()
+    # the all-reduce runs after the GEMM, nothing beside it: hidden behind the GEMM the step would be its 900 us
+    # instead of 1,200 (launched together, it already ran beside the GEMM and no overlap could shorten the step)
     for _ in range(50):
         b.kernel("ampere_sgemm_128x64_tn", 300_000, grid=(512, 1, 1))
+        b.synchronize("cudaStreamSynchronize_v3020", 2)
         b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 900_000, stream=13)
         b.synchronize("cudaStreamSynchronize_v3020", 2)
     ids = _ids(diagnose(b.write(tmp_path / "n.sqlite")))
     assert "comm-not-overlapped" in ids, ids
+
+
+def test_hiding_a_collective_gives_back_no_more_than_its_own_transfer_leaves(tmp_path):
+    """The gain of overlap is bounded by its ceiling: hidden behind the compute, the transfer still takes its time.
+    An all-reduce on its own stream that is the longer lane (900 us beside a 300 us GEMM) is exposed for 600 us of
+    each step, but no overlap can make the step shorter than the all-reduce itself."""
+    from perflab.analysis.work.estimate import speedup_of_gain
+
+    b = ExportBuilder()
+    for _ in range(50):
+        b.kernel("ampere_sgemm_128x64_tn", 300_000, grid=(512, 1, 1))
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 900_000, stream=13)
+        b.synchronize("cudaStreamSynchronize_v3020", 2)
+    for f in diagnose(b.write(tmp_path / "n.sqlite")).findings:
+        if f.id == "comm-not-overlapped":
+            assert f.evidence["exposed_transfer_pct"] > 50
+            assert speedup_of_gain(f.gain_pct) <= f.evidence["speedup_at_most"] * 1.01, (f.gain_pct, f.evidence)
 
 
 def test_small_independent_kernels_one_at_a_time_are_serialized(tmp_path):

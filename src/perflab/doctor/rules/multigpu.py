@@ -51,6 +51,7 @@ def comm_not_overlapped(ctx: Context) -> list[Finding]:
     the collectives' own transfer (fix_bounds.overlap_at_most). No floor: NCCL's kernels run on SMs and read memory,
     so compute beside them slows by an amount a trace that ran them apart cannot show; hiding the transfer need not
     give all of it back."""
+    from perflab.analysis.work.estimate import gain_of_speedup
     from perflab.doctor.fix_bounds import overlap_at_most
 
     summary = multirank(ctx)
@@ -59,24 +60,29 @@ def comm_not_overlapped(ctx: Context) -> list[Finding]:
     if comm["time_us"] <= 0 or not mine:
         return []
     exposed_us = mine["exposed_transfer_ms"] * 1e3 * ctx.n_steps
-    gain = ctx.share(exposed_us)
+    exposed = ctx.share(exposed_us)
     kinds = summary["collectives"]["by_kind"]
     top = max(kinds, key=lambda k: kinds[k]["time_us"]) if kinds else "collective"
     bw = kinds.get(top, {}).get("busbw_gbps")
     waited = mine["exposed_wait_ms"] or 0.0
+    bounds = overlap_at_most(ctx, max(comm["time_us"] / ctx.n_steps - waited * 1e3, 0.0))
+    # hidden behind the compute, the transfer still takes its own time: the step cannot get shorter than it
+    gain = min(exposed, gain_of_speedup(bounds["speedup_at_most"])) if "speedup_at_most" in bounds else exposed
+    capped = (f"; hidden behind the compute it gives back at most ~{gain:.0f}%: the step cannot be shorter than "
+              f"its {bounds['step_ms_at_best']:.2f} ms of transfer and compute lanes" if gain < exposed - 0.5 else "")
     return _finding(
         "comm-not-overlapped", gain,
         f"Collective communication is exposed ({comm['overlap_pct']:.0f}% overlapped with compute): "
         f"{mine['exposed_transfer_ms']:.2f} ms per step of {top} transfer runs while no compute does, "
-        f"~{gain:.0f}% of step time" + (f" (another {waited:.2f} ms/step is waiting for a slower rank: "
-                                         "load-imbalance)" if waited > 0.05 else "") + ".",
+        f"~{exposed:.0f}% of step time" + (f" (another {waited:.2f} ms/step is waiting for a slower rank: "
+                                           "load-imbalance)" if waited > 0.05 else "") + capped + ".",
         {"comm_time_pct": ctx.share(comm["time_us"]), "comm_overlap_pct": comm["overlap_pct"],
-         "exposed_comm_pct": ctx.share(comm["exposed_us"]), "exposed_transfer_pct": gain,
+         "exposed_comm_pct": ctx.share(comm["exposed_us"]), "exposed_transfer_pct": exposed,
          "exposed_comm_ms_per_step": mine["exposed_comm_ms"], "exposed_wait_ms_per_step": waited,
          "collectives_per_step": mine["collectives_per_step"], "dominant_collective": top,
          "busbw_gbps": bw, "comm_streams": comm["streams"],
          "per_rank_exposed_comm_ms": {r["rank"]: round(r["exposed_comm_ms"], 4) for r in summary["per_rank"]},
-         **overlap_at_most(ctx, max(comm["time_us"] / ctx.n_steps - waited * 1e3, 0.0))},
+         **bounds},
         "Overlap communication with compute: launch the collective as soon as its input is ready "
         "(async_op=True / a side stream, then wait just before the result is used), bucket gradients so "
         "all-reduce of layer k runs during backward of layer k-1 (DDP/FSDP do this), and compute "
